@@ -1,0 +1,182 @@
+// Package config owns Switchboard's configuration: one struct read from the
+// environment with envconfig, validated once at start in cmd/.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Role names accepted in SWITCHBOARD_ROLES.
+const (
+	RoleWeb    = "web"
+	RoleWorker = "worker"
+)
+
+// Config is every setting of the service. Field tags name the environment
+// variable; `switchboard --help` prints them with their defaults.
+type Config struct {
+	DatabaseURL     string        `envconfig:"DATABASE_URL" desc:"PostgreSQL URL; unset starts a private embedded PostgreSQL in SWITCHBOARD_DATA_DIR"`
+	Port            string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
+	HTTPAddr        string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
+	Roles           []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both"`
+	JWTSecret       string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens; required unless the database is embedded"`
+	ClusterSecret   string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
+	AdminEmails     []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
+	AdvertiseAddr   string        `envconfig:"SWITCHBOARD_ADVERTISE_ADDR" desc:"host:port other nodes use to reach this one; default FLY_PRIVATE_IP or the pod IP plus the listen port"`
+	TrustedProxies  []string      `envconfig:"SWITCHBOARD_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose client IP header is believed"`
+	ClientIPHeader  string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
+	AuthRate        float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
+	AuthBurst       int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
+	WebhookPrivate  bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
+	DataDir         string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
+	LogFormat       string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
+	LogLevel        string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	ShutdownTimeout time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
+	BcryptCost      int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+}
+
+// Load reads the environment into a Config and validates it.
+func Load() (Config, error) {
+	var c Config
+	if err := envconfig.Process("", &c); err != nil {
+		return Config{}, fmt.Errorf("read environment: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Usage prints every variable with its default and description.
+func Usage() error {
+	var c Config
+	return envconfig.Usage("", &c)
+}
+
+// Embedded reports whether the service runs its own PostgreSQL.
+func (c Config) Embedded() bool { return c.DatabaseURL == "" }
+
+// HasRole reports whether this process plays role r.
+func (c Config) HasRole(r string) bool { return slices.Contains(c.Roles, r) }
+
+// ListenAddr is SWITCHBOARD_HTTP_ADDR, else :$PORT, else :8080.
+func (c Config) ListenAddr() string {
+	switch {
+	case c.HTTPAddr != "":
+		return c.HTTPAddr
+	case c.Port != "":
+		return ":" + c.Port
+	}
+	return ":8080"
+}
+
+// IsAdminEmail reports whether email is listed in SWITCHBOARD_ADMIN_EMAILS.
+func (c Config) IsAdminEmail(email string) bool {
+	for _, e := range c.AdminEmails {
+		if strings.EqualFold(strings.TrimSpace(e), email) {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks values envconfig cannot, with messages naming the variable.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Roles) == 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_ROLES is empty: use web, worker or web,worker"))
+	}
+	for i, r := range c.Roles {
+		r = strings.ToLower(strings.TrimSpace(r))
+		c.Roles[i] = r
+		if r != RoleWeb && r != RoleWorker {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_ROLES: unknown role %q (use web, worker or web,worker)", r))
+		}
+	}
+	if c.DatabaseURL != "" {
+		if err := validateDatabaseURL(c.DatabaseURL); err != nil {
+			errs = append(errs, err)
+		}
+		if c.JWTSecret == "" {
+			errs = append(errs, errors.New("SWITCHBOARD_JWT_SECRET is required when DATABASE_URL is set (every replica must share it)"))
+		}
+	}
+	if c.JWTSecret != "" && len(c.JWTSecret) < 16 {
+		errs = append(errs, errors.New("SWITCHBOARD_JWT_SECRET must be at least 16 characters"))
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr()); err != nil {
+		errs = append(errs, fmt.Errorf("listen address %q: %v", c.ListenAddr(), err))
+	}
+	if c.AuthRate <= 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_AUTH_RATE must be positive"))
+	}
+	if c.AuthBurst < 1 {
+		errs = append(errs, errors.New("SWITCHBOARD_AUTH_BURST must be at least 1"))
+	}
+	for _, p := range c.TrustedProxies {
+		if _, err := ParseCIDROrIP(p); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_TRUSTED_PROXIES: %v", err))
+		}
+	}
+	switch c.LogFormat {
+	case "", "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
+	}
+	if c.BcryptCost < 4 || c.BcryptCost > 31 {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func validateDatabaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL is malformed: %v", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("DATABASE_URL must start with postgres:// or postgresql://, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" && u.Query().Get("host") == "" {
+		return errors.New("DATABASE_URL has no host")
+	}
+	return nil
+}
+
+// ParseCIDROrIP accepts "10.0.0.0/8" or a bare address.
+func ParseCIDROrIP(s string) (*net.IPNet, error) {
+	s = strings.TrimSpace(s)
+	if _, n, err := net.ParseCIDR(s); err == nil {
+		return n, nil
+	}
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil, fmt.Errorf("%q is neither a CIDR nor an IP address", s)
+	}
+	bits := 128
+	if ip.To4() != nil {
+		ip, bits = ip.To4(), 32
+	}
+	return &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}, nil
+}
+
+// Hostname names this process in logs and cluster listings.
+func Hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "switchboard"
+	}
+	return h
+}

@@ -1,0 +1,17 @@
+package pgembed
+
+import "syscall"
+
+// sysProcAttr runs postgres in its own process group (a terminal's Ctrl-C
+// reaches us, and we stop postgres after draining), as acct when we are
+// root, and — unless detached — has the kernel stop it if we die.
+func sysProcAttr(acct *account, dieWithParent bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if dieWithParent {
+		a.Pdeathsig = syscall.SIGINT
+	}
+	if acct != nil {
+		a.Credential = &syscall.Credential{Uid: uint32(acct.uid), Gid: uint32(acct.gid), NoSetGroups: true}
+	}
+	return a
+}

@@ -1,0 +1,125 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+type credentials struct {
+	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters (bcrypt reads at most 72 bytes)"`
+}
+
+type authBody struct {
+	Token     string    `json:"token" doc:"bearer token for Authorization headers"`
+	ExpiresAt time.Time `json:"expires_at"`
+	User      User      `json:"user"`
+}
+
+type credentialsInput struct {
+	Body credentials
+}
+
+type authOutput struct {
+	Body authBody
+}
+
+type meOutput struct {
+	Body User
+}
+
+func registerAuth(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "auth-register", Method: http.MethodPost, Path: "/v1/auth/register",
+		Summary: "Create an account and get a token", Tags: []string{"Auth"},
+		DefaultStatus: http.StatusCreated,
+		Errors:        []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+	}, s.register)
+	huma.Register(api, huma.Operation{
+		OperationID: "auth-login", Method: http.MethodPost, Path: "/v1/auth/login",
+		Summary: "Exchange email and password for a token", Tags: []string{"Auth"},
+		Errors: []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+	}, s.login)
+	huma.Register(api, huma.Operation{
+		OperationID: "me", Method: http.MethodGet, Path: "/v1/me",
+		Summary: "The authenticated user", Tags: []string{"Auth"},
+		Security: bearer, Errors: []int{http.StatusUnauthorized},
+	}, s.me)
+}
+
+func (s *Server) roleFor(email string) string {
+	if s.opts.IsAdminEmail(email) {
+		return roleAdmin
+	}
+	return roleUser
+}
+
+func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
+	email := strings.ToLower(strings.TrimSpace(in.Body.Email))
+	hash, err := bcrypt.GenerateFromPassword([]byte(in.Body.Password), s.bcryptCost())
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	u, err := userCreate(ctx, s.opts.Pool, email, string(hash), s.roleFor(email))
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "an account with this email already exists; log in instead")
+	}
+	return s.authResponse(ctx, u)
+}
+
+// dummyHash is compared against when the email is unknown, so a login takes
+// as long whether or not the account exists.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("switchboard-dummy-password"), bcrypt.DefaultCost)
+
+func (s *Server) login(ctx context.Context, in *credentialsInput) (*authOutput, error) {
+	const wrong = "wrong email or password"
+	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(in.Body.Email))
+	if errors.Is(err, db.ErrNotFound) {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(in.Body.Password))
+		return nil, huma.Error401Unauthorized(wrong)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(in.Body.Password)) != nil {
+		return nil, huma.Error401Unauthorized(wrong)
+	}
+	if role := s.roleFor(u.Email); role != u.Role {
+		if err := userSetRole(ctx, s.opts.Pool, u.ID, role); err != nil {
+			return nil, s.fail(ctx, err, "", "")
+		}
+		u.Role = role
+	}
+	return s.authResponse(ctx, u)
+}
+
+func (s *Server) authResponse(ctx context.Context, u User) (*authOutput, error) {
+	tok, exp, err := s.tokens.issue(u.ID, u.Role, time.Now())
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	return &authOutput{Body: authBody{Token: tok, ExpiresAt: exp, User: u}}, nil
+}
+
+func (s *Server) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
+	u, err := userByID(ctx, s.opts.Pool, principal(ctx).UserID)
+	if err != nil {
+		return nil, s.fail(ctx, err, "this account no longer exists", "")
+	}
+	return &meOutput{Body: u}, nil
+}
+
+func (s *Server) bcryptCost() int {
+	if s.opts.BcryptCost == 0 {
+		return bcrypt.DefaultCost
+	}
+	return s.opts.BcryptCost
+}

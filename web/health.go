@@ -1,0 +1,74 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// readyCheck is one condition of readiness: Postgres answers, the LISTEN
+// connection is up, the node is not draining.
+type readyCheck struct {
+	name  string
+	check func(ctx context.Context) error
+}
+
+// AddReadyCheck makes readiness depend on check as well. Checks run in order;
+// the first failure is the reported reason.
+func (s *Server) AddReadyCheck(name string, check func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readyChecks = append(s.readyChecks, readyCheck{name, check})
+}
+
+type healthBody struct {
+	Status string `json:"status" enum:"ok,unavailable" doc:"ok, or unavailable with a reason"`
+	Reason string `json:"reason,omitempty" doc:"why the node is not ready"`
+}
+
+type healthOutput struct {
+	Status int
+	Body   healthBody
+}
+
+func registerHealth(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "health-live", Method: http.MethodGet, Path: "/healthz/live",
+		Summary: "Liveness: 200 while the process runs", Tags: []string{"Service"},
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		return &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok"}}, nil
+	})
+	huma.Register(api, huma.Operation{
+		OperationID: "health-ready", Method: http.MethodGet, Path: "/healthz/ready",
+		Summary: "Readiness: Postgres answers within 2 s, LISTEN is up, not draining",
+		Tags:    []string{"Service"},
+		Responses: map[string]*huma.Response{
+			"503": {Description: "Not ready", Content: map[string]*huma.MediaType{
+				"application/json": {Schema: api.OpenAPI().Components.Schemas.Schema(reflectType[healthBody](), true, "")},
+			}},
+		},
+	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		if reason := s.notReady(ctx); reason != "" {
+			return &healthOutput{Status: http.StatusServiceUnavailable, Body: healthBody{Status: "unavailable", Reason: reason}}, nil
+		}
+		return &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok"}}, nil
+	})
+}
+
+// notReady returns why the node is not ready, or "".
+func (s *Server) notReady(ctx context.Context) string {
+	s.mu.Lock()
+	checks := append([]readyCheck(nil), s.readyChecks...)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, c := range checks {
+		if err := c.check(ctx); err != nil {
+			return fmt.Sprintf("%s: %v", c.name, err)
+		}
+	}
+	return ""
+}

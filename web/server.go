@@ -1,0 +1,99 @@
+// Package web owns the HTTP front: the Huma API (OpenAPI 3.1) on chi, auth,
+// health, metrics and the request middleware every route shares.
+package web
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/metrics"
+)
+
+// Options are the server's dependencies. Zero values mean defaults where a
+// default exists.
+type Options struct {
+	Pool     *pgxpool.Pool
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Version  string
+	// PublicAPI serves the /v1 user API (role web). Without it only health,
+	// metrics and the OpenAPI document are served (worker-only replicas).
+	PublicAPI bool
+
+	// JWTSecret signs access tokens (HS256).
+	JWTSecret []byte
+	// AdminEmails get the admin role at register and login.
+	IsAdminEmail func(email string) bool
+	// BcryptCost of password hashes; default bcrypt.DefaultCost.
+	BcryptCost int
+}
+
+// Server is the HTTP handler of one replica.
+type Server struct {
+	opts   Options
+	router chi.Router
+	api    huma.API
+	tokens tokens
+
+	mu          sync.Mutex
+	readyChecks []readyCheck
+}
+
+// New builds the router, the API and every route.
+func New(opts Options) *Server {
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.IsAdminEmail == nil {
+		opts.IsAdminEmail = func(string) bool { return false }
+	}
+	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
+
+	r := chi.NewRouter()
+	r.Use(requestID, newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	r.Handle("/metrics", metrics.Handler(opts.Registry))
+
+	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
+	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
+	cfg.CreateHooks = nil // no $schema links in bodies: the contract is API.md
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+	}
+	api := humachi.New(r, cfg)
+	api.UseMiddleware(s.authenticate)
+	s.router, s.api = r, api
+
+	s.AddReadyCheck("postgres", s.pingPostgres)
+	registerHealth(api, s)
+	if opts.PublicAPI {
+		registerAuth(api, s)
+	}
+	return s
+}
+
+// ServeHTTP makes the Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// API exposes the Huma API so other packages' routes land in the same
+// OpenAPI document.
+func (s *Server) API() huma.API { return s.api }
+
+// Router exposes the chi router for non-JSON routes (WebSocket upgrade, UI).
+func (s *Server) Router() chi.Router { return s.router }
+
+// bearer marks an operation as needing a valid access token.
+var bearer = []map[string][]string{{"bearer": {}}}
+
+func (s *Server) pingPostgres(ctx context.Context) error {
+	return s.opts.Pool.Ping(ctx)
+}
