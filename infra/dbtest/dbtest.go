@@ -128,6 +128,14 @@ func NewDatabaseURL(t testing.TB) string {
 	if err := setup(); err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	return createDatabase(t, " TEMPLATE "+ident(template)+" STRATEGY FILE_COPY")
+}
+
+func createDatabase(t testing.TB, clause string) string {
+	t.Helper()
+	if err := setup(); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
 	ctx := context.Background()
 	name := "sbtest_" + randomHex(6)
 	conn, err := pgx.Connect(ctx, serverURL)
@@ -135,9 +143,8 @@ func NewDatabaseURL(t testing.TB) string {
 		t.Fatalf("dbtest: connect: %v", err)
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(template)+" STRATEGY FILE_COPY")
-	if err != nil {
-		t.Fatalf("dbtest: clone template: %v", err)
+	if _, err = conn.Exec(ctx, "CREATE DATABASE "+ident(name)+clause); err != nil {
+		t.Fatalf("dbtest: create database: %v", err)
 	}
 	u, _ := withDatabase(serverURL, name)
 	t.Cleanup(func() {
@@ -148,6 +155,13 @@ func NewDatabaseURL(t testing.TB) string {
 		dropDatabase(name)
 	})
 	return u
+}
+
+// NewEmptyDatabaseURL creates a database with no schema at all, for tests of
+// migrations themselves. Dropped on success, kept on failure like the others.
+func NewEmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	return createDatabase(t, "")
 }
 
 // NewPool returns a pool on a fresh clone: for code that must commit

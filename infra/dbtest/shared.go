@@ -19,6 +19,7 @@ import (
 //   - lock:  held exclusively while starting or stopping the server;
 //   - users: every binary using the server holds a shared flock on it;
 //   - url:   the server's maintenance URL.
+//
 // The last binary to leave (its exclusive flock on users succeeds) stops the
 // server. A binary killed mid-run leaves it running; the next run reuses it.
 var (

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard/switchboard/infra/config"
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// testConfig is a valid configuration for a replica on dbURL listening on a
+// free loopback port. Replicas built from it share their secrets.
+func testConfig(t *testing.T, dbURL string) config.Config {
+	t.Helper()
+	cfg := config.Config{
+		DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0",
+		Roles:     []string{config.RoleWeb, config.RoleWorker},
+		JWTSecret: "test-jwt-secret-0123456789", ClusterSecret: "test-cluster-secret-0123456789",
+		ClientIPHeader: "X-Forwarded-For", AuthRate: 1000, AuthBurst: 1000,
+		DataDir: t.TempDir(), LogLevel: "warn", ShutdownTimeout: 5 * time.Second, BcryptCost: 4,
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	return cfg
+}
+
+// testServer is one replica started through the real wiring on :0.
+type testServer struct {
+	*app
+	URL string
+}
+
+// startServer builds and starts a replica and stops it when the test ends.
+func startServer(t *testing.T, cfg config.Config) *testServer {
+	t.Helper()
+	ctx := context.Background()
+	a, err := newApp(ctx, cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("new app: %v", err)
+	}
+	if err := a.Start(ctx); err != nil {
+		a.Stop()
+		t.Fatalf("start app: %v", err)
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(a.Stop) })
+	return &testServer{app: a, URL: "http://" + a.Addr()}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// call sends a JSON request and decodes a JSON answer.
+func call(t *testing.T, method, url string, body any, token string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+// registerUser creates an account through srv and returns its token and id.
+func registerUser(t *testing.T, srv *testServer, email string) (token, id string) {
+	t.Helper()
+	status, body := call(t, http.MethodPost, srv.URL+"/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
+	if status != http.StatusCreated {
+		t.Fatalf("register %s: %d %v", email, status, body)
+	}
+	return body["token"].(string), body["user"].(map[string]any)["id"].(string)
+}

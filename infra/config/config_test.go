@@ -1,0 +1,75 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	valid := func() Config {
+		return Config{Roles: []string{"web", "worker"}, AuthRate: 5, AuthBurst: 8, BcryptCost: 10, ShutdownTimeout: 1, ClientIPHeader: "X-Forwarded-For"}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string // "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"worker only", func(c *Config) { c.Roles = []string{" Worker "} }, ""},
+		{"unknown role", func(c *Config) { c.Roles = []string{"web", "cook"} }, `unknown role "cook"`},
+		{"no roles", func(c *Config) { c.Roles = nil }, "SWITCHBOARD_ROLES is empty"},
+		{"database without jwt secret", func(c *Config) { c.DatabaseURL = "postgres://db/x" }, "SWITCHBOARD_JWT_SECRET is required"},
+		{"database with jwt secret", func(c *Config) { c.DatabaseURL = "postgres://db/x"; c.JWTSecret = "0123456789abcdef" }, ""},
+		{"mysql url", func(c *Config) { c.DatabaseURL = "mysql://db/x"; c.JWTSecret = "0123456789abcdef" }, "must start with postgres://"},
+		{"unparsable url", func(c *Config) { c.DatabaseURL = "postgres://%zz"; c.JWTSecret = "0123456789abcdef" }, "DATABASE_URL is malformed"},
+		{"short jwt secret", func(c *Config) { c.JWTSecret = "short" }, "at least 16"},
+		{"bad proxy", func(c *Config) { c.TrustedProxies = []string{"10.0.0.0/33"} }, "SWITCHBOARD_TRUSTED_PROXIES"},
+		{"bad log format", func(c *Config) { c.LogFormat = "xml" }, "SWITCHBOARD_LOG_FORMAT"},
+		{"bad listen address", func(c *Config) { c.HTTPAddr = "8080" }, "listen address"},
+		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tc.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ addr, port, want string }{
+		{"", "", ":8080"}, {"", "9000", ":9000"}, {"127.0.0.1:7000", "9000", "127.0.0.1:7000"},
+	} {
+		if got := (Config{HTTPAddr: tc.addr, Port: tc.port}).ListenAddr(); got != tc.want {
+			t.Errorf("addr %q port %q: %q, want %q", tc.addr, tc.port, got, tc.want)
+		}
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_ROLES", "SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_JWT_SECRET"} {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+	t.Setenv("SWITCHBOARD_ADMIN_EMAILS", "a@example.com,B@example.com")
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || !c.Embedded() {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if !c.IsAdminEmail("b@EXAMPLE.com") || c.IsAdminEmail("c@example.com") {
+		t.Fatal("admin emails")
+	}
+}

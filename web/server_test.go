@@ -1,0 +1,159 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+var testSecret = []byte("test-secret-test-secret-test-secret")
+
+type testBundle struct {
+	server *Server
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	s := New(Options{
+		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true,
+		JWTSecret: testSecret, BcryptCost: 4,
+		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
+	})
+	return &testBundle{server: s}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+// do sends a request through the full handler chain.
+func (b *testBundle) do(t *testing.T, method, path string, body any, token string) response {
+	t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	case []byte:
+		rd = bytes.NewReader(v)
+	default:
+		buf, _ := json.Marshal(v)
+		rd = bytes.NewReader(buf)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	b.server.ServeHTTP(rec, req)
+	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
+	_ = json.Unmarshal(res.raw, &res.body)
+	return res
+}
+
+// register creates an account and returns its token and user id.
+func (b *testBundle) register(t *testing.T, email string) (token, id string) {
+	t.Helper()
+	res := b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
+	if res.status != http.StatusCreated {
+		t.Fatalf("register %s: %d %s", email, res.status, res.raw)
+	}
+	return res.body["token"].(string), res.body["user"].(map[string]any)["id"].(string)
+}
+
+func requireProblem(t *testing.T, res response, status int) {
+	t.Helper()
+	if res.status != status {
+		t.Fatalf("status = %d, want %d: %s", res.status, status, res.raw)
+	}
+	if ct := res.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type = %q, want application/problem+json", ct)
+	}
+	if d, _ := res.body["detail"].(string); d == "" {
+		t.Fatalf("problem has no detail: %s", res.raw)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	t.Run("live", func(t *testing.T) {
+		t.Parallel()
+		res := b.do(t, http.MethodGet, "/healthz/live", nil, "")
+		if res.status != 200 || res.body["status"] != "ok" || len(res.body) != 1 {
+			t.Fatalf("live: %d %s", res.status, res.raw)
+		}
+	})
+	t.Run("ready", func(t *testing.T) {
+		t.Parallel()
+		res := b.do(t, http.MethodGet, "/healthz/ready", nil, "")
+		if res.status != 200 || res.body["status"] != "ok" {
+			t.Fatalf("ready: %d %s", res.status, res.raw)
+		}
+	})
+}
+
+func TestReadyFailsWithoutPostgres(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.server.opts.Pool.Close()
+	res := b.do(t, http.MethodGet, "/healthz/ready", nil, "")
+	if res.status != http.StatusServiceUnavailable || res.body["status"] != "unavailable" || !strings.HasPrefix(res.body["reason"].(string), "postgres:") {
+		t.Fatalf("ready with a closed pool: %d %s", res.status, res.raw)
+	}
+}
+
+func TestOpenAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodGet, "/openapi.json", nil, "")
+	if res.status != 200 || res.body["openapi"] != "3.1.0" {
+		t.Fatalf("openapi.json: %d", res.status)
+	}
+	paths := res.body["paths"].(map[string]any)
+	for _, p := range []string{"/healthz/live", "/healthz/ready", "/v1/auth/register", "/v1/auth/login", "/v1/me"} {
+		if _, ok := paths[p]; !ok {
+			t.Errorf("%s missing from the OpenAPI document", p)
+		}
+	}
+	for _, p := range []string{"/openapi.yaml", "/docs"} {
+		if res := b.do(t, http.MethodGet, p, nil, ""); res.status != 200 {
+			t.Errorf("%s: %d", p, res.status)
+		}
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.do(t, http.MethodGet, "/healthz/live", nil, "")
+	res := b.do(t, http.MethodGet, "/metrics", nil, "")
+	if !bytes.Contains(res.raw, []byte(`switchboard_http_request_duration_seconds_count{method="GET",route="/healthz/live",status="200"} 1`)) {
+		t.Fatalf("request metric missing:\n%s", res.raw)
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.do(t, http.MethodGet, "/healthz/live", nil, "")
+	if len(res.header.Get("X-Request-ID")) != 16 {
+		t.Fatalf("no request id: %v", res.header)
+	}
+}
