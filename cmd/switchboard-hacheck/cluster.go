@@ -215,7 +215,7 @@ type replica struct {
 	starts  int
 }
 
-func (r *replica) addr() string       { return "127.0.0.1:" + strconv.Itoa(r.port) }
+func (r *replica) addr() string        { return "127.0.0.1:" + strconv.Itoa(r.port) }
 func (r *replica) url(p string) string { return "http://" + r.addr() + p }
 
 // start launches the process, appending to its log.
