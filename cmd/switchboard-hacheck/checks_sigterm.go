@@ -221,7 +221,7 @@ func (l *load) worker(ctx context.Context, w int, u *user, taskID string) {
 				}
 			}
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // ~25 req/s per user, under the per-user limit
 	}
 }
 
