@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -171,34 +172,33 @@ func baselines(rs []result) map[int]int {
 	return out
 }
 
-// selfBaselines pairs metrics of one benchmark: a unit naming a baseline
-// (e.g. "river-jobs/s") against the other metric with the same final unit
-// ("jobs/s"), for benchmarks that measure both in one run.
+// selfBaselines pairs metrics of one benchmark that measures a figure and
+// its baseline together: a unit with a baseline word in one token
+// ("same-p50-µs") against the unit equal to it but in that token
+// ("cross-p50-µs").
 func selfBaselines(r result) string {
 	var parts []string
 	for _, bm := range r.Metrics {
-		if !baselineWord.MatchString(bm.Unit) {
+		bt := unitTokens(bm.Unit)
+		at := slices.IndexFunc(bt, baselineWord.MatchString)
+		if at < 0 || bm.Value == 0 {
 			continue
 		}
 		for _, m := range r.Metrics {
-			if m.Unit == bm.Unit || baselineWord.MatchString(m.Unit) || lastUnit(m.Unit) != lastUnit(bm.Unit) || bm.Value == 0 {
+			mt := unitTokens(m.Unit)
+			if m.Unit == bm.Unit || len(mt) != len(bt) || baselineWord.MatchString(mt[at]) {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s ÷ %s = %.2f×", m.Unit, bm.Unit, m.Value/bm.Value))
+			if slices.Equal(slices.Delete(slices.Clone(mt), at, at+1), slices.Delete(slices.Clone(bt), at, at+1)) {
+				parts = append(parts, fmt.Sprintf("%s ÷ %s = %.2f×", m.Unit, bm.Unit, m.Value/bm.Value))
+			}
 		}
 	}
 	return strings.Join(parts, "<br>")
 }
 
-// lastUnit is what a unit measures: "publish-runs/s" → "/s", "p99-ms" → "ms".
-func lastUnit(u string) string {
-	if i := strings.LastIndexByte(u, '/'); i >= 0 {
-		return u[i:]
-	}
-	if i := strings.LastIndexAny(u, "-_"); i >= 0 {
-		return u[i+1:]
-	}
-	return u
+func unitTokens(u string) []string {
+	return strings.FieldsFunc(u, func(r rune) bool { return r == '-' || r == '_' || r == '/' })
 }
 
 func figuresOf(r result, _ []string) string {
@@ -209,6 +209,9 @@ func figuresOf(r result, _ []string) string {
 	return strings.Join(parts, "<br>")
 }
 
+// ratios divides each figure by the baseline's figure of the same unit; two
+// rates of different things (runs/s against jobs/s) are compared when each
+// side has exactly one rate.
 func ratios(a, base result) string {
 	var parts []string
 	for _, m := range a.Metrics {
@@ -218,7 +221,23 @@ func ratios(a, base result) string {
 			}
 		}
 	}
+	if len(parts) == 0 {
+		ar, br := rates(a), rates(base)
+		if len(ar) == 1 && len(br) == 1 && br[0].Value != 0 {
+			parts = append(parts, fmt.Sprintf("%s ÷ %s = %.2f×", ar[0].Unit, br[0].Unit, ar[0].Value/br[0].Value))
+		}
+	}
 	return strings.Join(parts, "<br>")
+}
+
+func rates(r result) []metric {
+	var out []metric
+	for _, m := range r.Metrics {
+		if strings.HasSuffix(m.Unit, "/s") {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // formatValue prints 3 significant digits, no exponent for usual sizes.
