@@ -15,10 +15,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -71,10 +73,10 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("no func Benchmark in any test file under %s", root)
 	}
 	rep := newReport(ctx)
-	for _, pkg := range pkgs {
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
 		fmt.Fprintf(os.Stderr, "· %s\n", pkg)
 		res, meta, err := runPackage(ctx, root, pkg, o)
-		rep.add(pkg, res, meta, err)
+		rep.add(pkg, pkgs[pkg], res, meta, err)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "  %v\n", err)
 		}

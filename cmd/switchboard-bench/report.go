@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os/exec"
 	"regexp"
@@ -23,6 +24,7 @@ type report struct {
 
 type pkgResult struct {
 	pkg     string
+	docs    map[string]string // benchmark name → its doc comment
 	results []result
 	err     error
 }
@@ -35,14 +37,14 @@ func newReport(ctx context.Context) *report {
 	return r
 }
 
-func (r *report) add(pkg string, res []result, m meta, err error) {
+func (r *report) add(pkg string, docs map[string]string, res []result, m meta, err error) {
 	if m.CPU != "" {
 		r.cpu = m.CPU
 	}
 	if err != nil {
 		r.failed++
 	}
-	r.pkgs = append(r.pkgs, pkgResult{pkg: pkg, results: res, err: err})
+	r.pkgs = append(r.pkgs, pkgResult{pkg: pkg, docs: docs, results: res, err: err})
 }
 
 // baselineWord marks a benchmark (one segment of its name) or a metric unit
@@ -73,9 +75,24 @@ func (r *report) markdown(o options) string {
 			b.WriteString("No benchmark output.\n")
 			continue
 		}
+		writeDocs(&b, p)
 		writeTable(&b, p.results)
 	}
 	return b.String()
+}
+
+// writeDocs says what each benchmark that ran measures, from its doc comment.
+func writeDocs(b *strings.Builder, p pkgResult) {
+	ran := map[string]bool{}
+	for _, r := range p.results {
+		ran[strings.SplitN(r.Name, "/", 2)[0]] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.docs)) {
+		if ran[name] && p.docs[name] != "" {
+			fmt.Fprintf(b, "- `%s`: %s\n", name, p.docs[name])
+		}
+	}
+	b.WriteString("\n")
 }
 
 func reproduce(o options) string {

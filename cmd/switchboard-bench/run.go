@@ -6,19 +6,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
 
 // benchtimes are the packages' own settings when -benchtime is not given:
 // benchmarks that set up a large fixture run once and measure inside.
-var benchtimes = map[string]string{}
+var benchtimes = map[string]string{
+	"./workers":  "1x", // fixed workloads: 1000 tasks for 10 s, 5000 jobs
+	"./realtime": "1x", // fixed rates and 10 000 sockets
+}
 
 // result is one parsed benchmark line.
 type result struct {
@@ -58,12 +63,12 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-var benchFunc = regexp.MustCompile(`(?m)^func Benchmark\w*\(`)
-
 // benchPackages lists ./dir for every directory of the module (not nested
-// modules) holding a test file with a benchmark.
-func benchPackages(root string) ([]string, error) {
-	seen := map[string]bool{}
+// modules) whose test files declare benchmarks, with each benchmark's doc
+// comment (what it measures, in its author's words).
+func benchPackages(root string) (map[string]map[string]string, error) {
+	pkgs := map[string]map[string]string{}
+	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -78,22 +83,35 @@ func benchPackages(root string) ([]string, error) {
 		if !strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		b, err := os.ReadFile(path)
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
 		if err != nil {
-			return err
+			return fmt.Errorf("parse %s: %w", path, err)
 		}
-		if benchFunc.Match(b) {
-			rel, _ := filepath.Rel(root, filepath.Dir(path))
-			seen["./"+filepath.ToSlash(rel)] = true
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		pkg := strings.TrimSuffix("./"+filepath.ToSlash(rel), "/.")
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Benchmark") {
+				continue
+			}
+			if pkgs[pkg] == nil {
+				pkgs[pkg] = map[string]string{}
+			}
+			pkgs[pkg][strings.TrimPrefix(fn.Name.Name, "Benchmark")] = docOf(fn)
 		}
 		return nil
 	})
-	var pkgs []string
-	for p := range seen {
-		pkgs = append(pkgs, strings.TrimSuffix(p, "/."))
-	}
-	slices.Sort(pkgs)
 	return pkgs, err
+}
+
+// docOf is a benchmark's doc comment on one line, without its own name.
+func docOf(fn *ast.FuncDecl) string {
+	if fn.Doc == nil {
+		return ""
+	}
+	doc := strings.Join(strings.Fields(fn.Doc.Text()), " ")
+	doc = strings.TrimPrefix(doc, fn.Name.Name)
+	return strings.TrimSpace(strings.TrimLeft(doc, ":,"))
 }
 
 func exists(p string) bool {
