@@ -38,6 +38,13 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 	}
 	h.rec.waitFor(ctx, "/slow/term-", 5*time.Second, func(ds []delivery) bool { return len(ds) >= len(slow) })
 
+	// A client of the victim must be told to reconnect elsewhere.
+	sock, err := h.openSocket(ctx, h.users["alice"], victim, victim)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		defer sock.close()
+	}
 	watch := watchReadiness(ctx, h, victim)
 	took, code, err := vr.terminate(40 * time.Second)
 	exitedAt := time.Now()
@@ -49,6 +56,13 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 		errs = append(errs, err)
 	} else if code != 0 {
 		errs = append(errs, fmt.Errorf("%s exited %d after SIGTERM, want 0", vr.name, code))
+	}
+	if sock != nil {
+		told := sock.count(func(fr frame) bool { return fr.Event == "server.draining" }) > 0
+		f.add("socket_told_draining", told)
+		if !told {
+			errs = append(errs, fmt.Errorf("the socket on %s got no server.draining before the exit (got %s)", vr.name, sock.summary()))
+		}
 	}
 	sleepCtx(ctx, h.opts.profile.load/2)
 	stopLoad()

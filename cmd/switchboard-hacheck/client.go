@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -107,7 +108,7 @@ func checkStatus(resp *response, method, path string, r, want int, out any) erro
 }
 
 // retrying is the client a load balancer would be: on a connection error or
-// a 503 it tries the next replica, a few times.
+// a 503 it tries the next replica, a few times (and after a 429 it waits).
 type retrying struct {
 	h        *harness
 	hc       *http.Client
@@ -122,7 +123,13 @@ func (c retrying) do(ctx context.Context, start int, method, path, token string,
 	for i := range c.attempts {
 		r := c.h.cl.replicas[(start+i)%n]
 		resp, err := send(ctx, c.hc, method, r.url(path), token, body)
+		wait := time.Duration(20*(i+1)) * time.Millisecond
 		switch {
+		case err == nil && resp.Status == http.StatusTooManyRequests:
+			// Not an availability problem: wait as told (at most a second).
+			last = fmt.Errorf("%s: 429", r.name)
+			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			wait = min(time.Second, max(wait, time.Duration(secs)*time.Second))
 		case err == nil && resp.Status != http.StatusServiceUnavailable:
 			return resp, i, nil
 		case err == nil:
@@ -135,7 +142,7 @@ func (c retrying) do(ctx context.Context, start int, method, path, token string,
 		select {
 		case <-ctx.Done():
 			return nil, i, ctx.Err()
-		case <-time.After(time.Duration(20*(i+1)) * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 	return nil, c.attempts - 1, fmt.Errorf("%s %s failed %d times: %w", method, path, c.attempts, last)
