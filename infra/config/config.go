@@ -36,6 +36,8 @@ type Config struct {
 	ClientIPHeader  string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
 	AuthRate        float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
 	AuthBurst       int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
+	UserRate        float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per user on authenticated /v1 routes"`
+	UserBurst       int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
 	WebhookPrivate  bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
 	DataDir         string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat       string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
@@ -121,6 +123,15 @@ func (c *Config) Validate() error {
 	}
 	if c.AuthBurst < 1 {
 		errs = append(errs, errors.New("SWITCHBOARD_AUTH_BURST must be at least 1"))
+	}
+	if c.UserRate <= 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_USER_RATE must be positive"))
+	}
+	if c.UserBurst < 1 {
+		errs = append(errs, errors.New("SWITCHBOARD_USER_BURST must be at least 1"))
+	}
+	if strings.TrimSpace(c.ClientIPHeader) == "" {
+		errs = append(errs, errors.New("SWITCHBOARD_CLIENT_IP_HEADER is empty: use X-Forwarded-For or Fly-Client-IP"))
 	}
 	for _, p := range c.TrustedProxies {
 		if _, err := ParseCIDROrIP(p); err != nil {
