@@ -32,7 +32,10 @@ func TestValidate(t *testing.T) {
 		{"zero user rate", func(c *Config) { c.UserRate = 0 }, "SWITCHBOARD_USER_RATE"},
 		{"zero user burst", func(c *Config) { c.UserBurst = 0 }, "SWITCHBOARD_USER_BURST"},
 		{"no client ip header", func(c *Config) { c.ClientIPHeader = " " }, "SWITCHBOARD_CLIENT_IP_HEADER"},
-		{"fly client ip header", func(c *Config) { c.ClientIPHeader = "Fly-Client-IP"; c.TrustedProxies = []string{"172.16.0.0/12", "fdaa::1"} }, ""},
+		{"fly client ip header", func(c *Config) {
+			c.ClientIPHeader = "Fly-Client-IP"
+			c.TrustedProxies = []string{"172.16.0.0/12", "fdaa::1"}
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -51,7 +51,7 @@ type Store struct {
 	counter *Counter
 	metrics *metrics
 
-	now       func() time.Time // time.Now; tests move it
+	now func() time.Time // time.Now; tests move it
 
 	degraded  atomic.Bool
 	probing   atomic.Bool
