@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -31,6 +32,7 @@ func TestValidate(t *testing.T) {
 		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
 		{"zero user rate", func(c *Config) { c.UserRate = 0 }, "SWITCHBOARD_USER_RATE"},
 		{"zero user burst", func(c *Config) { c.UserBurst = 0 }, "SWITCHBOARD_USER_BURST"},
+		{"negative rate limit timeout", func(c *Config) { c.RateLimitTimeout = -1 }, "SWITCHBOARD_RATELIMIT_TIMEOUT"},
 		{"no client ip header", func(c *Config) { c.ClientIPHeader = " " }, "SWITCHBOARD_CLIENT_IP_HEADER"},
 		{"fly client ip header", func(c *Config) {
 			c.ClientIPHeader = "Fly-Client-IP"
@@ -73,7 +75,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || !c.Embedded() {
+	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if !c.IsAdminEmail("b@EXAMPLE.com") || c.IsAdminEmail("c@example.com") {

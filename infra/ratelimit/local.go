@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -16,8 +17,11 @@ import (
 //   - While Postgres does not answer, it is the fallback counter (same
 //     algorithm, per replica), starting from what it last knew.
 //
-// It is sharded so that requests on different keys rarely share a mutex, and
-// no lock is held across I/O.
+// It also queues one replica's decisions on one key (lock), so a hot key
+// keeps at most one database connection busy per replica, and the requests
+// queued behind a refusal are refused from its counts. It is sharded so that
+// requests on different keys rarely share a mutex (held for map operations
+// only, never across I/O) and never wait for each other.
 type local struct {
 	length time.Duration
 	seed   maphash.Seed
@@ -25,9 +29,16 @@ type local struct {
 }
 
 type localShard struct {
-	mu     sync.Mutex
-	counts map[string]*localCount
-	swept  time.Time
+	mu       sync.Mutex
+	counts   map[string]*localCount
+	inflight map[string]*keyLock
+	swept    time.Time
+}
+
+// keyLock is held by the decision in progress on a key; waiters hold refs.
+type keyLock struct {
+	sem  chan struct{}
+	refs int
 }
 
 // localCount holds a key's counts in window and the window before it.
@@ -40,6 +51,7 @@ func newLocal(length time.Duration) *local {
 	l := &local{length: length, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].counts = map[string]*localCount{}
+		l.shards[i].inflight = map[string]*keyLock{}
 	}
 	return l
 }
@@ -63,6 +75,34 @@ func (c *localCount) moveTo(s slot) {
 
 func (l *local) shard(key string) *localShard {
 	return &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+}
+
+// lock waits until no other decision on key is in progress on this
+// replica; unlock when done.
+func (l *local) lock(ctx context.Context, key string) (unlock func(), err error) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	kl, ok := sh.inflight[key]
+	if !ok {
+		kl = &keyLock{sem: make(chan struct{}, 1)}
+		sh.inflight[key] = kl
+	}
+	kl.refs++
+	sh.mu.Unlock()
+	release := func() {
+		sh.mu.Lock()
+		if kl.refs--; kl.refs == 0 {
+			delete(sh.inflight, key)
+		}
+		sh.mu.Unlock()
+	}
+	select {
+	case kl.sem <- struct{}{}:
+		return func() { <-kl.sem; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
 }
 
 // peek returns what this replica knows of key's counts.

@@ -89,8 +89,9 @@ type Limiter struct {
 // Decision is the outcome of one request, with what httprate's headers say.
 type Decision struct {
 	Allowed bool
-	// Limit is the requests allowed per window (X-RateLimit-Limit).
-	Limit int
+	// Limit is the requests allowed per Window (X-RateLimit-Limit).
+	Limit  int
+	Window time.Duration
 	// Remaining requests in the window after this one (X-RateLimit-Remaining).
 	Remaining int
 	// Reset is the end of the current window (X-RateLimit-Reset).
@@ -108,24 +109,35 @@ func (l *Limiter) Window() time.Duration { return l.length }
 // decide within the timeout the in-process fallback does.
 func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 	key = l.prefix + key
-	s := slotAt(l.store.now(), l.length)
 	if l.store.degraded.Load() {
-		l.store.maybeProbe()
-		return l.fallback(key, s)
+		return l.fallback(key)
 	}
+	unlock, err := l.local.lock(ctx, key)
+	if err != nil {
+		return l.fallback(key) // the client went away while queued
+	}
+	defer unlock()
+	if l.store.degraded.Load() {
+		return l.fallback(key)
+	}
+	s := slotAt(l.store.now(), l.length)
 	if prev, curr := l.local.peek(key, s); !allows(s.rate(prev, curr), 1, l.limit) {
 		return l.decided(s, prev, curr, false, SourceCache)
 	}
 	t, err := l.store.take(ctx, key, s, l.limit)
 	if err != nil {
 		l.store.failed(ctx, err)
-		return l.fallback(key, s)
+		return l.fallback(key)
 	}
 	l.local.observe(key, s, t.prev, t.curr+boolInt(t.ok))
 	return l.decided(s, t.prev, t.curr, t.ok, SourcePostgres)
 }
 
-func (l *Limiter) fallback(key string, s slot) Decision {
+func (l *Limiter) fallback(key string) Decision {
+	if l.store.degraded.Load() {
+		l.store.maybeProbe()
+	}
+	s := slotAt(l.store.now(), l.length)
 	prev, curr, ok := l.local.take(key, s, l.limit, 1)
 	l.store.metrics.fallback.WithLabelValues(l.name).Inc()
 	return l.decided(s, prev, curr, ok, SourceFallback)
@@ -135,7 +147,7 @@ func (l *Limiter) fallback(key string, s slot) Decision {
 // httprate's arithmetic for the headers.
 func (l *Limiter) decided(s slot, prev, curr int, ok bool, source string) Decision {
 	rate := int(s.rate(prev, curr) + 0.5)
-	d := Decision{Allowed: ok, Limit: l.limit, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
+	d := Decision{Allowed: ok, Limit: l.limit, Window: l.length, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
 	outcome := "allowed"
 	if !ok {
 		d.RetryAfter = s.retryAfter(prev, curr, 1, l.limit)
@@ -156,7 +168,10 @@ func boolInt(b bool) int {
 func (s *Store) take(ctx context.Context, key string, sl slot, limit int) (taken, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	return s.counter.take(ctx, key, sl, limit, 1)
+	start := time.Now()
+	t, err := s.counter.take(ctx, key, sl, limit, 1)
+	s.metrics.latency.Observe(time.Since(start).Seconds())
+	return t, err
 }
 
 // failed switches to the fallback after a Postgres error, unless the error
@@ -205,6 +220,7 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 	fallback  *prometheus.CounterVec
 	active    prometheus.Gauge
+	latency   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -221,9 +237,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "switchboard_ratelimit_fallback_active",
 			Help: "1 while rate limits are counted per replica because Postgres does not answer, else 0.",
 		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchboard_ratelimit_postgres_duration_seconds",
+			Help:    "Time to decide a request in Postgres, including waiting for a pool connection.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.fallback, m.active)
+		reg.MustRegister(m.decisions, m.fallback, m.active, m.latency)
 	}
 	return m
 }

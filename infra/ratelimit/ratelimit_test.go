@@ -35,7 +35,7 @@ var apiRate = Rate{PerSecond: 5, Burst: 8}
 
 func newTestStore(t *testing.T, db DB, c *clock) *Store {
 	t.Helper()
-	s := NewStore(Options{DB: db, Registry: prometheus.NewRegistry(), Timeout: 100 * time.Millisecond, ProbeInterval: 20 * time.Millisecond})
+	s := NewStore(Options{DB: db, Registry: prometheus.NewRegistry(), ProbeInterval: 20 * time.Millisecond})
 	if c != nil {
 		s.now = c.now
 	}
@@ -177,3 +177,60 @@ func TestCancelledRequestDoesNotFallBack(t *testing.T) {
 }
 
 var _ DB = pgx.Tx(nil)
+
+func TestHotKey(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t, dbtest.NewPool(t), &clock{t: testStart})
+	l := st.Limiter("auth", apiRate)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sources := map[string]int{}
+	allowed := 0
+	for range 30 {
+		wg.Go(func() {
+			d := l.Allow(context.Background(), "hot")
+			mu.Lock()
+			defer mu.Unlock()
+			sources[d.Source]++
+			if d.Allowed {
+				allowed++
+			}
+		})
+	}
+	wg.Wait()
+	// One statement per allowed request; the requests queued behind the
+	// eighth are refused from its answer.
+	if allowed != 8 || sources[SourcePostgres] != 8 || sources[SourceCache] != 22 {
+		t.Fatalf("allowed %d, sources %v", allowed, sources)
+	}
+}
+
+func TestKeysDoNotWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	l := newLocal(time.Second)
+	unlockA, err := l.lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	unlockB, err := l.lock(short, "b")
+	if err != nil {
+		t.Fatalf("b waited for a: %v", err)
+	}
+	unlockB()
+	if _, err := l.lock(short, "a"); err == nil {
+		t.Fatal("a second decision on a did not wait")
+	}
+	unlockA()
+	unlockA2, err := l.lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockA2()
+	for i := range l.shards {
+		if n := len(l.shards[i].inflight); n != 0 {
+			t.Fatalf("shard %d keeps %d key locks", i, n)
+		}
+	}
+}
