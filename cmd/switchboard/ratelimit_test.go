@@ -367,3 +367,28 @@ func TestAuthRateLimitWhilePostgresIsLocked(t *testing.T) {
 	}
 	requireBurstThenLimited(t, 13, cluster, "locked@example.com", noHeader)
 }
+
+func TestRateLimitPruneTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startServer(t, limitedConfig(t, dbtest.NewDatabaseURL(t)))
+	now := time.Now().UTC()
+	for _, age := range []time.Duration{time.Hour, 2 * time.Minute, 0} {
+		if _, err := srv.pool.Exec(ctx, `INSERT INTO rate_limit_counters (key, window_start, count) VALUES ($1, $2, 1)`,
+			"prune:"+age.String(), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := srv.rateLimitPrune()
+	n, err := task.Run(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want the two windows older than the retention (about a minute)", n, err)
+	}
+	var left int
+	if err := srv.pool.QueryRow(ctx, `SELECT count(*) FROM rate_limit_counters WHERE key LIKE 'prune:%'`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("%d windows left (%v), want the current one", left, err)
+	}
+	if task.Every != time.Minute || task.Name == "" {
+		t.Fatalf("task %+v", task)
+	}
+}
