@@ -36,7 +36,19 @@ var (
 )
 
 // limits are the server's limiters: one store (one Postgres counter, one
-// fallback state), a limiter per limit.
+// fallback state), a limiter per limit, applied by the Huma middlewares
+// limitAuth and limitUser.
+//
+// Why not httprate's own middleware: httprate v0.16's RateLimiter holds one
+// mutex across its counter's Get and IncrementBy, for every key. With the
+// counter in Postgres that is a round trip under a process-wide lock: one
+// request decided at a time per replica, whatever the key (the benchmark in
+// ratelimit_bench_test.go shows it flat at any concurrency). Ours keep
+// httprate's algorithm (ratelimit implements it, and its Counter is an
+// httprate.LimitCounter), its headers and its arithmetic, but decide each
+// request in one statement under no lock of ours: requests on different keys
+// never wait for each other, and requests on one key queue on that key alone
+// (on this replica, then on its row in Postgres) for one statement each.
 type limits struct {
 	store      *ratelimit.Store
 	auth, user *ratelimit.Limiter
@@ -44,23 +56,17 @@ type limits struct {
 
 func (s *Server) buildLimits() {
 	o := s.opts.RateLimits
+	var db ratelimit.DB // a nil *pgxpool.Pool would be a non-nil interface
+	if s.opts.Pool != nil {
+		db = s.opts.Pool
+	}
 	s.limits.store = ratelimit.NewStore(ratelimit.Options{
-		DB: s.opts.Pool, Logger: s.opts.Logger.With("component", "ratelimit"),
+		DB: db, Logger: s.opts.Logger.With("component", "ratelimit"),
 		Registry: s.opts.Registry, Timeout: o.Timeout,
 	})
 	s.limits.auth = s.limits.store.Limiter("auth", cmp.Or(o.Auth, defaultAuthRate))
 	s.limits.user = s.limits.store.Limiter("user", cmp.Or(o.User, defaultUserRate))
 }
-
-// Why not httprate's own middleware: httprate v0.16's RateLimiter holds one
-// mutex across its counter's Get and IncrementBy, for every key. With the
-// counter in Postgres that is a round trip under a process-wide lock: one
-// request decided at a time per replica, whatever the key. These Huma
-// middlewares keep httprate's algorithm (ratelimit implements it, and its
-// Counter is an httprate.LimitCounter), its headers and its arithmetic, but
-// decide each request in one statement with no lock of ours: requests on
-// different keys never wait for each other, and requests on one key queue on
-// that key's row in Postgres for one statement.
 
 // limitAuth limits /v1/auth/* per client IP.
 func (s *Server) limitAuth(ctx huma.Context, next func(huma.Context)) {
@@ -98,11 +104,12 @@ func tooManyDetail(d ratelimit.Decision, who string) string {
 }
 
 // setRateHeaders writes httprate's headers: the limit, what remains of it,
-// when the window ends (Unix seconds), and on refusal Retry-After.
+// when the window ends (Unix seconds, rounded up: windows need not end on a
+// second), and on refusal Retry-After.
 func setRateHeaders(set func(name, value string), d ratelimit.Decision) {
 	set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
 	set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-	set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Add(time.Second-1).Unix(), 10)) // rounded up
 	if !d.Allowed {
 		set("Retry-After", strconv.Itoa(int(d.RetryAfter.Seconds())))
 	}

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,6 +74,9 @@ type taken struct {
 }
 
 func (c *Counter) take(ctx context.Context, key string, s slot, limit, n int) (taken, error) {
+	if c.db == nil {
+		return taken{}, errors.New("rate limit counter: no database")
+	}
 	var t taken
 	var after *int
 	err := c.db.QueryRow(ctx, takeSQL, pgx.NamedArgs{

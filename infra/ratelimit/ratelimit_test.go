@@ -234,3 +234,22 @@ func TestKeysDoNotWaitForEachOther(t *testing.T) {
 		}
 	}
 }
+
+func TestNoDatabaseStillLimits(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t, nil, &clock{t: testStart})
+	l := st.Limiter("auth", apiRate)
+	allowed := 0
+	for range 10 {
+		d := l.Allow(context.Background(), "k")
+		if d.Source != SourceFallback {
+			t.Fatalf("source %s without a database", d.Source)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 8 {
+		t.Fatalf("allowed %d of 10", allowed)
+	}
+}
