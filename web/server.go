@@ -35,6 +35,8 @@ type Options struct {
 	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+	// RateLimits of the API, counted in Pool for the whole cluster.
+	RateLimits RateLimits
 }
 
 // Server is the HTTP handler of one replica.
@@ -43,6 +45,7 @@ type Server struct {
 	router chi.Router
 	api    huma.API
 	tokens tokens
+	limits limits
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
@@ -59,8 +62,11 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
 
+	s.buildLimits()
+
 	r := chi.NewRouter()
-	r.Use(requestID, newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
+		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
@@ -69,8 +75,9 @@ func New(opts Options) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.authenticate)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)

@@ -100,6 +100,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
+		RateLimits: a.rateLimits(),
 	})
 	return a, nil
 }
@@ -110,7 +111,10 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{Logger: a.logger, ClientID: a.nodeID})
+		rcfg, err = workers.RiverConfig(workers.Options{
+			Logger: a.logger, ClientID: a.nodeID,
+			Maintenance: []workers.MaintenanceTask{a.rateLimitPrune()},
+		})
 		if err != nil {
 			return err
 		}

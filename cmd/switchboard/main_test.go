@@ -26,7 +26,7 @@ func testConfig(t *testing.T, dbURL string) config.Config {
 		DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0",
 		Roles:     []string{config.RoleWeb, config.RoleWorker},
 		JWTSecret: "test-jwt-secret-0123456789", ClusterSecret: "test-cluster-secret-0123456789",
-		ClientIPHeader: "X-Forwarded-For", AuthRate: 1000, AuthBurst: 1000,
+		ClientIPHeader: "X-Forwarded-For", AuthRate: 1000, AuthBurst: 1000, UserRate: 1000, UserBurst: 1000,
 		DataDir: t.TempDir(), LogLevel: "warn", ShutdownTimeout: 5 * time.Second, BcryptCost: 4,
 	}
 	if err := cfg.Validate(); err != nil {

@@ -4,12 +4,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	valid := func() Config {
-		return Config{Roles: []string{"web", "worker"}, AuthRate: 5, AuthBurst: 8, BcryptCost: 10, ShutdownTimeout: 1, ClientIPHeader: "X-Forwarded-For"}
+		return Config{Roles: []string{"web", "worker"}, AuthRate: 5, AuthBurst: 8, UserRate: 50, UserBurst: 100, BcryptCost: 10, ShutdownTimeout: 1, ClientIPHeader: "X-Forwarded-For"}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -29,6 +30,14 @@ func TestValidate(t *testing.T) {
 		{"bad log format", func(c *Config) { c.LogFormat = "xml" }, "SWITCHBOARD_LOG_FORMAT"},
 		{"bad listen address", func(c *Config) { c.HTTPAddr = "8080" }, "listen address"},
 		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
+		{"zero user rate", func(c *Config) { c.UserRate = 0 }, "SWITCHBOARD_USER_RATE"},
+		{"zero user burst", func(c *Config) { c.UserBurst = 0 }, "SWITCHBOARD_USER_BURST"},
+		{"negative rate limit timeout", func(c *Config) { c.RateLimitTimeout = -1 }, "SWITCHBOARD_RATELIMIT_TIMEOUT"},
+		{"no client ip header", func(c *Config) { c.ClientIPHeader = " " }, "SWITCHBOARD_CLIENT_IP_HEADER"},
+		{"fly client ip header", func(c *Config) {
+			c.ClientIPHeader = "Fly-Client-IP"
+			c.TrustedProxies = []string{"172.16.0.0/12", "fdaa::1"}
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -57,7 +66,7 @@ func TestListenAddr(t *testing.T) {
 }
 
 func TestLoadDefaults(t *testing.T) {
-	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_ROLES", "SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_JWT_SECRET"} {
+	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_ROLES", "SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_USER_RATE", "SWITCHBOARD_USER_BURST", "SWITCHBOARD_JWT_SECRET"} {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
 	}
@@ -66,10 +75,29 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || !c.Embedded() {
+	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if !c.IsAdminEmail("b@EXAMPLE.com") || c.IsAdminEmail("c@example.com") {
 		t.Fatal("admin emails")
+	}
+}
+
+func TestRolesFromFlyProcessGroup(t *testing.T) {
+	t.Setenv("SWITCHBOARD_ROLES", "")
+	os.Unsetenv("SWITCHBOARD_ROLES")
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	t.Setenv("FLY_PROCESS_GROUP", "worker")
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) {
+		t.Fatalf("roles %v, want worker only", c.Roles)
+	}
+	t.Setenv("SWITCHBOARD_ROLES", "web")
+	if c, _ = Load(); !c.HasRole(RoleWeb) || c.HasRole(RoleWorker) {
+		t.Fatalf("explicit SWITCHBOARD_ROLES must win over FLY_PROCESS_GROUP: %v", c.Roles)
 	}
 }
