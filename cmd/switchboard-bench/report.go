@@ -67,6 +67,9 @@ func (r *report) markdown(o options) string {
 		"(raw River jobs, httprate's in-memory counter, same-replica delivery). PostgreSQL is the one the tests use " +
 		"(TEST_DATABASE_URL, or a private server started by infra/dbtest).\n")
 	for _, p := range r.pkgs {
+		if len(p.results) == 0 && p.err == nil {
+			continue // nothing matched -bench here
+		}
 		fmt.Fprintf(&b, "\n## `%s`\n\n", p.pkg)
 		if p.err != nil {
 			fmt.Fprintf(&b, "**Failed:**\n\n```\n%s\n```\n\n", strings.TrimSpace(p.err.Error()))
@@ -89,10 +92,21 @@ func writeDocs(b *strings.Builder, p pkgResult) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.docs)) {
 		if ran[name] && p.docs[name] != "" {
-			fmt.Fprintf(b, "- `%s`: %s\n", name, p.docs[name])
+			fmt.Fprintf(b, "- `%s`: %s\n", name, firstSentences(p.docs[name], 300))
 		}
 	}
 	b.WriteString("\n")
+}
+
+// firstSentences cuts s after the sentence that passes n characters.
+func firstSentences(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if i := strings.Index(s[n:], ". "); i >= 0 {
+		return s[:n+i+1]
+	}
+	return s
 }
 
 func reproduce(o options) string {
@@ -207,7 +221,7 @@ func selfBaselines(r result) string {
 				continue
 			}
 			if slices.Equal(slices.Delete(slices.Clone(mt), at, at+1), slices.Delete(slices.Clone(bt), at, at+1)) {
-				parts = append(parts, fmt.Sprintf("%s ÷ %s = %.2f×", m.Unit, bm.Unit, m.Value/bm.Value))
+				parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", m.Unit, bm.Unit, formatValue(m.Value/bm.Value)))
 			}
 		}
 	}
@@ -234,14 +248,14 @@ func ratios(a, base result) string {
 	for _, m := range a.Metrics {
 		for _, bm := range base.Metrics {
 			if bm.Unit == m.Unit && bm.Value != 0 {
-				parts = append(parts, fmt.Sprintf("%s %.2f×", m.Unit, m.Value/bm.Value))
+				parts = append(parts, fmt.Sprintf("%s %s×", m.Unit, formatValue(m.Value/bm.Value)))
 			}
 		}
 	}
 	if len(parts) == 0 {
 		ar, br := rates(a), rates(base)
 		if len(ar) == 1 && len(br) == 1 && br[0].Value != 0 {
-			parts = append(parts, fmt.Sprintf("%s ÷ %s = %.2f×", ar[0].Unit, br[0].Unit, ar[0].Value/br[0].Value))
+			parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", ar[0].Unit, br[0].Unit, formatValue(ar[0].Value/br[0].Value)))
 		}
 	}
 	return strings.Join(parts, "<br>")

@@ -50,7 +50,7 @@ func TestBaselines(t *testing.T) {
 	var b strings.Builder
 	writeTable(&b, rs)
 	out := b.String()
-	for _, want := range []string{"`AuthLimit/httprate-memory/clients=8`", "req/s 0.02×", "cross-p50-µs ÷ same-p50-µs = 2.00×", "cross-p99-µs ÷ same-p99-µs = 2.00×",
+	for _, want := range []string{"`AuthLimit/httprate-memory/clients=8`", "req/s 0.0154×", "cross-p50-µs ÷ same-p50-µs = 2.00×", "cross-p99-µs ÷ same-p99-µs = 2.00×",
 		"`Throughput/publish_task_runs` | 500.0 runs/s | `Throughput/river_noop_jobs` | 2000 jobs/s | runs/s ÷ jobs/s = 0.25×"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
