@@ -67,7 +67,7 @@ func (h *harness) checkRateLimit(ctx context.Context) (figures, error) {
 	f.add("hammer_allowed", allowed)
 	f.add("hammer_total", total)
 	f.add("one_limit", int(math.Round(one)))
-	if float64(allowed) > 1.5*one+2 {
+	if float64(allowed) > 1.25*one+1 {
 		errs = append(errs, fmt.Errorf("%d logins allowed in %.0fs from one IP over 3 replicas; one limit allows ~%.0f (per-replica limits would allow ~%.0f)", allowed, secs, one, 3*one))
 	}
 	if allowed < authBurst {
