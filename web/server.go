@@ -35,6 +35,13 @@ type Options struct {
 	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+
+	// Realtime: with all four set (role web) the ticket, WebSocket, event
+	// and RPC routes are served. The realtime package provides them.
+	Tickets TicketStore
+	Sockets SocketHub
+	Events  EventPublisher
+	RPC     RPCCaller
 }
 
 // Server is the HTTP handler of one replica.
@@ -77,6 +84,11 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
+			registerRealtime(api, s)
+			registerEvents(api, s)
+			registerRPC(api, s)
+		}
 	}
 	return s
 }

@@ -29,6 +29,9 @@ func TestValidate(t *testing.T) {
 		{"bad log format", func(c *Config) { c.LogFormat = "xml" }, "SWITCHBOARD_LOG_FORMAT"},
 		{"bad listen address", func(c *Config) { c.HTTPAddr = "8080" }, "listen address"},
 		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
+		{"allowed origins", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000/", "*"} }, ""},
+		{"origin with a path", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com/ws"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
+		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
