@@ -187,6 +187,9 @@ func (b *Bus) Publish(ctx context.Context, ev Event) error {
 // PublishUser sends event with payload (any JSON-encodable value) to every
 // connection of userID on every replica. It implements workers.Publisher.
 func (b *Bus) PublishUser(ctx context.Context, userID, event string, payload any) error {
+	if userID == "" {
+		return fmt.Errorf("publish %s: no user id", event)
+	}
 	raw, err := marshalPayload(payload)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", event, err)
@@ -197,6 +200,9 @@ func (b *Bus) PublishUser(ctx context.Context, userID, event string, payload any
 // PublishRoom sends event with payload to every member of room on every
 // replica. It implements workers.Publisher.
 func (b *Bus) PublishRoom(ctx context.Context, room, event string, payload any) error {
+	if room == "" {
+		return fmt.Errorf("publish %s: no room", event)
+	}
 	raw, err := marshalPayload(payload)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", event, err)
