@@ -297,6 +297,13 @@ func (h *Hub) LocalConnections() int {
 	return len(h.all)
 }
 
+// UserConnectionsLocal is the number of userID's sockets on this node.
+func (h *Hub) UserConnectionsLocal(userID string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.byUser[userID])
+}
+
 // DisconnectUserLocal closes userID's sockets on this node only (close code
 // 4001) and returns how many.
 func (h *Hub) DisconnectUserLocal(userID string) int {
