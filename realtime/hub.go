@@ -114,7 +114,11 @@ func (h *Hub) newMelody() *melody.Melody {
 	m.Config.PingPeriod = h.opts.PingPeriod
 	m.Config.PongWait = h.opts.PingPeriod * 10 / 9
 	m.Upgrader.CheckOrigin = h.originAllowed
-	m.Upgrader.WriteBufferPool = &sync.Pool{} // idle sockets hold no write buffer
+	// Memory per idle socket: read through the buffer net/http already holds
+	// for the hijacked connection; write buffers only while writing.
+	m.Upgrader.ReadBufferSize = 0
+	m.Upgrader.WriteBufferSize = 4096
+	m.Upgrader.WriteBufferPool = &sync.Pool{}
 	m.HandleConnect(h.onConnect)
 	m.HandleDisconnect(h.onDisconnect)
 	m.HandleMessage(h.onFrame)
@@ -182,9 +186,13 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.all[c] = struct{}{}
 	addTo(h.byUser, c.user, c)
+	closed := h.closed
 	h.mu.Unlock()
 	s.Set(KeyRooms, []string{})
 	h.metrics.accepted.Inc()
+	if closed { // upgraded while Shutdown was closing the others
+		_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
+	}
 }
 
 func (h *Hub) onDisconnect(s *melody.Session) {
