@@ -217,20 +217,20 @@ func marshalPayload(payload any) (json.RawMessage, error) {
 	case json.RawMessage:
 		return p, nil
 	}
-	return json.Marshal(payload)
+	return marshal(payload)
 }
 
 // send encodes env for the other replicas and queues it for the publisher.
 func (b *Bus) send(ctx context.Context, env envelope) error {
 	env.Origin, env.Seq = b.opts.NodeID, b.seq.Add(1)
-	body, err := json.Marshal(env)
+	body, err := marshal(env)
 	if err != nil {
 		return fmt.Errorf("encode bus message: %w", err)
 	}
 	out := outgoing{payload: string(body)}
 	if len(body) >= maxNotifyBytes {
 		stub := envelope{Origin: env.Origin, Seq: env.Seq, Kind: env.Kind, User: env.User, Room: env.Room, Node: env.Node, Spill: uuid.NewString()}
-		sb, _ := json.Marshal(stub)
+		sb, _ := marshal(stub)
 		out = outgoing{payload: string(sb), spillID: stub.Spill, spillBody: body}
 	}
 	select {

@@ -19,83 +19,82 @@ func TestBusAcrossNodes(t *testing.T) {
 	a, b := startNode(t, dbURL, HubOptions{}), startNode(t, dbURL, HubOptions{})
 	ctx := context.Background()
 
-	t.Run("user, room and everyone", func(t *testing.T) {
-		t.Parallel()
-		user := uuid.NewString()
-		onA, onB := dial(t, a, user), dial(t, b, user)
-		if err := a.bus.PublishUser(ctx, user, "hello", map[string]int{"n": 1}); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []*wsClient{onA, onB} {
-			if f := c.expect(t, "hello"); string(f.Payload) != `{"n":1}` || f.To != user {
+	// Targeted subtests run in parallel; the broadcast runs after them, as
+	// it reaches every socket.
+	t.Run("targeted", func(t *testing.T) {
+		t.Run("user and room", func(t *testing.T) {
+			t.Parallel()
+			user := uuid.NewString()
+			onA, onB := dial(t, a, user), dial(t, b, user)
+			if err := a.bus.PublishUser(ctx, user, "hello", map[string]int{"n": 1}); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*wsClient{onA, onB} {
+				if f := c.expect(t, "hello"); string(f.Payload) != `{"n":1}` || f.To != user {
+					t.Fatalf("frame %+v", f)
+				}
+			}
+			onB.send(t, Frame{Event: "room.join", Room: "r-" + user})
+			onB.expect(t, EventRoomJoined)
+			if err := a.bus.PublishRoom(ctx, "r-"+user, "news", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if f := onB.expect(t, "news"); f.Room != "r-"+user {
 				t.Fatalf("frame %+v", f)
 			}
-		}
-		onB.send(t, Frame{Event: "room.join", Room: "r-" + user})
-		onB.expect(t, EventRoomJoined)
-		if err := a.bus.PublishRoom(ctx, "r-"+user, "news", "x"); err != nil {
-			t.Fatal(err)
-		}
-		if f := onB.expect(t, "news"); f.Room != "r-"+user {
-			t.Fatalf("frame %+v", f)
-		}
+		})
+
+		t.Run("a payload over 8000 bytes crosses through the spill table", func(t *testing.T) {
+			t.Parallel()
+			user := uuid.NewString()
+			c := dial(t, b, user)
+			big := `"` + strings.Repeat("é", 10000) + `"` // 20002 bytes, 10002 runes
+			before := counterValue(a.bus.metrics.spilled)
+			if err := a.bus.PublishUser(ctx, user, "big", json.RawMessage(big)); err != nil {
+				t.Fatal(err)
+			}
+			if f := c.expect(t, "big"); string(f.Payload) != big {
+				t.Fatalf("payload of %d bytes arrived as %d bytes", len(big), len(f.Payload))
+			}
+			if counterValue(a.bus.metrics.spilled) <= before {
+				t.Fatal("the message did not go through the spill table")
+			}
+			if n, err := DeleteSpilled(ctx, a.pool, 0); err != nil || n < 1 {
+				t.Fatalf("DeleteSpilled = %d, %v", n, err)
+			}
+		})
+
+		t.Run("many events in one batch all arrive, in order", func(t *testing.T) {
+			t.Parallel()
+			user := uuid.NewString()
+			c := dial(t, b, user)
+			const n = 300
+			for i := range n {
+				// Identical payloads too: Postgres folds identical notifications of one transaction.
+				if err := a.bus.PublishUser(ctx, user, "same", i/100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range n {
+				f := c.expect(t, "same")
+				if want := itoa(i / 100); string(f.Payload) != want {
+					t.Fatalf("frame %d payload %s, want %s", i, f.Payload, want)
+				}
+			}
+		})
+	})
+
+	t.Run("everyone", func(t *testing.T) {
+		user := uuid.NewString()
+		onA, onB := dial(t, a, user), dial(t, b, uuid.NewString())
 		// A publish to nobody in particular reaches everyone, here and there.
 		if err := b.bus.Publish(ctx, Event{Event: "all-" + user}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []*wsClient{onA, onB} {
-			waitFrame(t, c, "all-"+user)
+			c.expect(t, "all-"+user)
 		}
 	})
-
-	t.Run("a payload over 8000 bytes crosses through the spill table", func(t *testing.T) {
-		t.Parallel()
-		user := uuid.NewString()
-		c := dial(t, b, user)
-		big := `"` + strings.Repeat("é", 10000) + `"` // 20002 bytes, 10002 runes
-		before := counterValue(a.bus.metrics.spilled)
-		if err := a.bus.PublishUser(ctx, user, "big", json.RawMessage(big)); err != nil {
-			t.Fatal(err)
-		}
-		if f := c.expect(t, "big"); string(f.Payload) != big {
-			t.Fatalf("payload of %d bytes arrived as %d bytes", len(big), len(f.Payload))
-		}
-		if counterValue(a.bus.metrics.spilled) <= before {
-			t.Fatal("the message did not go through the spill table")
-		}
-		if n, err := DeleteSpilled(ctx, a.pool, 0); err != nil || n < 1 {
-			t.Fatalf("DeleteSpilled = %d, %v", n, err)
-		}
-	})
-
-	t.Run("many events in one batch all arrive, in order", func(t *testing.T) {
-		t.Parallel()
-		user := uuid.NewString()
-		c := dial(t, b, user)
-		const n = 300
-		for i := range n {
-			// Identical payloads too: Postgres folds identical notifications of one transaction.
-			if err := a.bus.PublishUser(ctx, user, "same", i/100); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range n {
-			f := c.expect(t, "same")
-			if want := itoa(i / 100); string(f.Payload) != want {
-				t.Fatalf("frame %d payload %s, want %s", i, f.Payload, want)
-			}
-		}
-	})
-}
-
-// waitFrame skips frames until one with event arrives.
-func waitFrame(t *testing.T, c *wsClient, event string) Frame {
-	t.Helper()
-	for {
-		if f := c.next(t); f.Event == event {
-			return f
-		}
-	}
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

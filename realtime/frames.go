@@ -248,7 +248,7 @@ func (h *Hub) sendError(c *client, id, message string) {
 		return
 	}
 	h.metrics.badFrames.Inc()
-	payload, _ := json.Marshal(map[string]string{"message": message})
+	payload, _ := marshal(map[string]string{"message": message})
 	frame, _ := encodeFrame(Event{Event: EventError, ID: id, Payload: payload}, time.Now())
 	h.write(c, frame)
 }

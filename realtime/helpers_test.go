@@ -75,6 +75,7 @@ type wsClient struct {
 
 func dial(t testing.TB, n *node, user string) *wsClient {
 	t.Helper()
+	before := n.hub.UserConnectionsLocal(user)
 	conn, res, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
 	if err != nil {
 		t.Fatalf("dial %s: %v (%v)", n.url, err, res)
@@ -82,7 +83,7 @@ func dial(t testing.TB, n *node, user string) *wsClient {
 	c := &wsClient{conn: conn, frames: make(chan Frame, 1000), done: make(chan struct{})}
 	go c.read()
 	t.Cleanup(func() { _ = conn.Close() })
-	waitFor(t, "connection registered", func() bool { return n.hub.hasUser(user) })
+	waitFor(t, "connection registered", func() bool { return n.hub.UserConnectionsLocal(user) > before })
 	return c
 }
 

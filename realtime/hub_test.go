@@ -86,10 +86,10 @@ func TestFrames(t *testing.T) {
 			t.Fatalf("RoomMembersLocal = %v", got)
 		}
 		// A forged from and ts are replaced by the server's.
-		a.send(t, `{"event":"room.message","room":"lobby","from":"mallory","ts":"1999-01-01T00:00:00Z","payload":{"text":"hi"}}`)
+		a.send(t, `{"event":"room.message","room":"lobby","from":"mallory","ts":"1999-01-01T00:00:00Z","payload":{"text":"<hi> & bye"}}`)
 		for _, cl := range []*wsClient{a, b} {
 			f := cl.expect(t, "room.message")
-			if f.From != alice || f.Room != "lobby" || string(f.Payload) != `{"text":"hi"}` || f.ID == "" {
+			if f.From != alice || f.Room != "lobby" || string(f.Payload) != `{"text":"<hi> & bye"}` || f.ID == "" {
 				t.Fatalf("room message: %+v", f)
 			}
 			if ts, err := time.Parse(time.RFC3339Nano, f.TS); err != nil || time.Since(ts) > time.Minute {

@@ -9,6 +9,7 @@
 package realtime
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -83,8 +84,20 @@ var (
 // encodeFrame renders an event as the frame every recipient gets, stamped
 // with the server's time.
 func encodeFrame(ev Event, now time.Time) ([]byte, error) {
-	return json.Marshal(Frame{
+	return marshal(Frame{
 		Event: ev.Event, Room: ev.Room, To: ev.To, From: ev.From, ID: ev.ID,
 		Payload: ev.Payload, TS: now.UTC().Format(time.RFC3339Nano),
 	})
+}
+
+// marshal is json.Marshal without HTML escaping: payloads reach clients
+// (and the 8000-byte NOTIFY limit) as they were sent, not inflated by \u003c.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

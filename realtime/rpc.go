@@ -40,7 +40,7 @@ func (b *Bus) Call(ctx context.Context, userID, method string, params json.RawMe
 		delete(b.calls, id)
 		b.mu.Unlock()
 	}()
-	payload, err := json.Marshal(struct {
+	payload, err := marshal(struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}{method, cmpRaw(params)})
