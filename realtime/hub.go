@@ -66,13 +66,26 @@ type Hub struct {
 	draining atomic.Bool
 }
 
-// client is one socket. Its rooms are guarded by Hub.mu.
+// client is one socket. It is indexed before the upgrade answers 101, so
+// a client that sees its socket open misses nothing published after: frames
+// for it wait in pending until Melody's session exists. Its rooms are
+// guarded by Hub.mu, the rest by mu.
 type client struct {
-	s       *melody.Session
 	id      string
 	user    string
 	rooms   map[string]struct{}
 	closing atomic.Bool
+
+	mu       sync.Mutex
+	s        *melody.Session
+	pending  [][]byte
+	overflow bool       // pending overflowed: a slow consumer from the start
+	closeReq *closeCode // a close asked for before the session existed
+}
+
+type closeCode struct {
+	code int
+	text string
 }
 
 // Session keys set on every Melody session.
@@ -154,7 +167,26 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 	h.mu.Unlock()
 	defer h.conns.Done()
 	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}}
+	h.add(c)
+	defer h.remove(c) // also when the upgrade fails
 	return h.m.HandleRequestWithKeys(w, r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
+}
+
+func (h *Hub) add(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all[c] = struct{}{}
+	addTo(h.byUser, c.user, c)
+}
+
+func (h *Hub) remove(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.all, c)
+	removeFrom(h.byUser, c.user, c)
+	for room := range c.rooms {
+		removeFrom(h.byRoom, room, c)
+	}
 }
 
 // originAllowed: no Origin (not a browser), "*", a listed origin, or by
@@ -180,30 +212,40 @@ func clientOf(s *melody.Session) *client {
 	return c
 }
 
+// onConnect gives the client its session and sends what waited for it.
 func (h *Hub) onConnect(s *melody.Session) {
 	c := clientOf(s)
-	h.mu.Lock()
-	c.s = s
-	h.all[c] = struct{}{}
-	addTo(h.byUser, c.user, c)
-	closed := h.closed
-	h.mu.Unlock()
 	s.Set(KeyRooms, []string{})
 	h.metrics.accepted.Inc()
-	if closed { // upgraded while Shutdown was closing the others
+	c.mu.Lock()
+	c.s = s
+	for _, frame := range c.pending {
+		_ = s.Write(frame)
+	}
+	c.pending = nil
+	overflow, req := c.overflow, c.closeReq
+	c.mu.Unlock()
+	h.mu.RLock()
+	closed := h.closed
+	h.mu.RUnlock()
+	switch {
+	case overflow:
+		c.closing.Store(false)
+		h.slowConsumer(c)
+	case req != nil:
+		go h.closeConn(c, req.code, req.text)
+	case closed: // upgraded while Shutdown was closing the others
 		_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
 	}
 }
 
-func (h *Hub) onDisconnect(s *melody.Session) {
-	c := clientOf(s)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.all, c)
-	removeFrom(h.byUser, c.user, c)
-	for room := range c.rooms {
-		removeFrom(h.byRoom, room, c)
-	}
+func (h *Hub) onDisconnect(s *melody.Session) { h.remove(clientOf(s)) }
+
+// session is c's Melody session, nil before the upgrade completes.
+func (c *client) session() *melody.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s
 }
 
 // onError: a full send buffer means a slow consumer; anything else is the
@@ -231,7 +273,16 @@ func (h *Hub) slowConsumer(c *client) {
 // behind a full buffer would be dropped. The client gets WriteWait to take
 // the close frame, and a second to answer it, before the socket is cut.
 func (h *Hub) closeConn(c *client, code int, text string) {
-	conn := c.s.WebsocketConnection()
+	c.mu.Lock()
+	s := c.s
+	if s == nil {
+		c.closeReq = &closeCode{code, text} // onConnect closes it
+	}
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	conn := s.WebsocketConnection()
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(h.opts.WriteWait))
 	time.AfterFunc(time.Second, func() { _ = conn.Close() })
 }
@@ -272,10 +323,25 @@ func (h *Hub) deliver(user, room string, frame []byte) int {
 }
 
 // write queues frame for c. A full buffer reaches onError synchronously.
+// Before the session exists, frames wait in pending, as many as the send
+// buffer holds.
 func (h *Hub) write(c *client, frame []byte) {
-	if c.s != nil && !c.closing.Load() {
-		_ = c.s.Write(frame)
+	if c.closing.Load() {
+		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s != nil {
+		_ = c.s.Write(frame)
+		return
+	}
+	if len(c.pending) >= h.opts.SendBuffer {
+		c.overflow = true
+		c.closing.Store(true)
+		c.pending = nil
+		return
+	}
+	c.pending = append(c.pending, frame)
 }
 
 func (h *Hub) hasUser(user string) bool {
@@ -359,8 +425,11 @@ func (h *Hub) Shutdown(ctx context.Context) {
 	h.mu.Lock()
 	h.closed = true
 	for c := range h.all {
-		// Queued behind server.draining; a full buffer makes it a slow consumer.
-		_ = c.s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
+		// Queued behind server.draining; a full buffer makes it a slow
+		// consumer. A client still upgrading is closed by onConnect.
+		if s := c.session(); s != nil {
+			_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
+		}
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})
@@ -370,7 +439,9 @@ func (h *Hub) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		h.mu.RLock()
 		for c := range h.all {
-			_ = c.s.WebsocketConnection().Close()
+			if s := c.session(); s != nil {
+				_ = s.WebsocketConnection().Close()
+			}
 		}
 		h.mu.RUnlock()
 		<-done

@@ -269,3 +269,26 @@ func TestDisconnectUserLocal(t *testing.T) {
 	o.send(t, Frame{Event: "room.join", Room: "x"})
 	o.expect(t, EventRoomJoined)
 }
+
+// A socket is indexed before the upgrade answers 101: an event published
+// as soon as the client sees the socket open reaches it.
+func TestOpenSocketMissesNothing(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{})
+	for i := range 20 {
+		user := uuid.NewString()
+		conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.bus.PublishUser(context.Background(), user, "first", i); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var f Frame
+		if err := conn.ReadJSON(&f); err != nil || f.Event != "first" {
+			t.Fatalf("attempt %d: %+v %v", i, f, err)
+		}
+		conn.Close()
+	}
+}
