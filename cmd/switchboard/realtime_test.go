@@ -455,3 +455,31 @@ func TestRealtimeListenConnectionKilled(t *testing.T) {
 		t.Fatalf("on C: %+v", f)
 	}
 }
+
+func TestRealtimeDrainAndShutdown(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewDatabaseURL(t)
+	a, b := startServer(t, testConfig(t, dbURL)), startServer(t, testConfig(t, dbURL))
+	tok, user := registerUser(t, a, "drain@example.com")
+	onA, onB := connect(t, a, tok), connect(t, b, tok)
+	connected(t, a, user, 1)
+
+	a.hub.DrainLocal()
+	onA.expect(t, realtime.EventDraining)
+	if status, body := call(t, http.MethodGet, a.URL+"/healthz/ready", nil, ""); status != http.StatusServiceUnavailable || !strings.HasPrefix(body["reason"].(string), "websockets:") {
+		t.Fatalf("ready while draining: %d %v", status, body)
+	}
+	_, res, err := websocket.DefaultDialer.Dial(wsURL(a, issueTicket(t, a, tok)), nil)
+	if err == nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("upgrade while draining: %v %v", err, res)
+	}
+
+	// Shutdown of B: server.draining, then close 1001, before HTTP stops.
+	b.Stop()
+	onB.expect(t, realtime.EventDraining)
+	<-onB.done
+	var ce *websocket.CloseError
+	if !errors.As(onB.err, &ce) || ce.Code != realtime.CloseGoingAway {
+		t.Fatalf("socket on a stopped node ended with %v, want 1001", onB.err)
+	}
+}

@@ -53,6 +53,12 @@ func (a *app) startRealtime(ctx context.Context) error {
 	}
 	if a.hub != nil {
 		a.web.AddReadyCheck("listen", a.bus.Ready)
+		a.web.AddReadyCheck("websockets", func(context.Context) error {
+			if a.hub.Draining() {
+				return realtime.ErrDraining
+			}
+			return nil
+		})
 	}
 	return nil
 }
