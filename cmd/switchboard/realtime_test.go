@@ -104,18 +104,22 @@ func (s *sock) send(t *testing.T, f realtime.Frame) {
 // expect checks that the next frame has the given event.
 func (s *sock) expect(t *testing.T, event string) realtime.Frame {
 	t.Helper()
+	var f realtime.Frame
 	select {
-	case f := <-s.frames:
-		if f.Event != event {
-			t.Fatalf("got %+v, want event %q", f, event)
-		}
-		return f
+	case f = <-s.frames:
 	case <-s.done:
-		t.Fatalf("socket closed while waiting for %q: %v", event, s.err)
+		select { // frames read before the close come first
+		case f = <-s.frames:
+		default:
+			t.Fatalf("socket closed while waiting for %q: %v", event, s.err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no %q within 10 s", event)
 	}
-	return realtime.Frame{}
+	if f.Event != event {
+		t.Fatalf("got %+v, want event %q", f, event)
+	}
+	return f
 }
 
 // waitUntil polls cond until it holds, failing after 15 s.
