@@ -37,6 +37,13 @@ type Options struct {
 	BcryptCost int
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
+
+	// Realtime: with all four set (role web) the ticket, WebSocket, event
+	// and RPC routes are served. The realtime package provides them.
+	Tickets TicketStore
+	Sockets SocketHub
+	Events  EventPublisher
+	RPC     RPCCaller
 }
 
 // Server is the HTTP handler of one replica.
@@ -84,6 +91,11 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
+			registerRealtime(api, s)
+			registerEvents(api, s)
+			registerRPC(api, s)
+		}
 	}
 	return s
 }

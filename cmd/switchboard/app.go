@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/infra/pgembed"
 	"github.com/switchboard/switchboard/migrations"
+	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
@@ -39,9 +40,13 @@ type app struct {
 	registry *prometheus.Registry
 	river    *river.Client[pgx.Tx]
 	web      *web.Server
+	hub      *realtime.Hub // web replicas only
+	bus      *realtime.Bus
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
+	// maintenance tasks the components add, run by River on worker replicas.
+	maintenance []workers.MaintenanceTask
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -92,16 +97,19 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	a.buildRealtime()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
-	a.web = web.New(web.Options{
+	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(),
-	})
+	}
+	a.realtimeWebOptions(&wopts)
+	a.web = web.New(wopts)
 	return a, nil
 }
 
@@ -113,7 +121,7 @@ func (a *app) buildRiver() error {
 		var err error
 		rcfg, err = workers.RiverConfig(workers.Options{
 			Logger: a.logger, ClientID: a.nodeID,
-			Maintenance: []workers.MaintenanceTask{a.rateLimitPrune()},
+			Maintenance: append(a.maintenance, a.rateLimitPrune()),
 		})
 		if err != nil {
 			return err
@@ -134,6 +142,9 @@ func (a *app) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr(), err)
 	}
 	a.listener = l
+	if err := a.startRealtime(ctx); err != nil {
+		return err
+	}
 	if a.cfg.HasRole(config.RoleWorker) {
 		// River's own context: jobs must not die with the signal context.
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
@@ -158,6 +169,7 @@ func (a *app) Addr() string { return a.listener.Addr().String() }
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	a.drainRealtime(ctx)
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
 			a.logger.Warn("http shutdown incomplete", "error", err)
@@ -174,6 +186,7 @@ func (a *app) Stop() {
 			ccancel()
 		}
 	}
+	a.stopRealtime()
 	a.closeDatabase()
 }
 

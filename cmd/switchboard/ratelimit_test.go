@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,26 +266,6 @@ func TestAuthRateLimitBehindATrustedProxy(t *testing.T) {
 
 // metric reads one sample of the Prometheus text exposition of srv; labels
 // is the part between braces, "" for none.
-func metric(t *testing.T, srv *testServer, name, labels string) float64 {
-	t.Helper()
-	res, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	prefix := name + " "
-	if labels != "" {
-		prefix = name + "{" + labels + "} "
-	}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
-}
 
 func TestAuthRateLimitWhilePostgresIsLocked(t *testing.T) {
 	t.Parallel()

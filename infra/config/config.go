@@ -45,6 +45,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may open WebSockets from, or *; default: the request's own host"`
 }
 
 // Load reads the environment into a Config and validates it.
@@ -156,6 +157,11 @@ func (c *Config) Validate() error {
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
+	for _, o := range c.AllowedOrigins {
+		if err := validateOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_ALLOWED_ORIGINS: %v", err))
+		}
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
 	}
@@ -172,6 +178,19 @@ func validateDatabaseURL(s string) error {
 	}
 	if u.Host == "" && u.Query().Get("host") == "" {
 		return errors.New("DATABASE_URL has no host")
+	}
+	return nil
+}
+
+// validateOrigin accepts "*" or scheme://host[:port] with nothing after.
+func validateOrigin(o string) error {
+	o = strings.TrimSpace(o)
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.TrimRight(o, "/"))
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+		return fmt.Errorf("%q is not an origin like https://app.example.com (or *)", o)
 	}
 	return nil
 }

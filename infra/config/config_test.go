@@ -38,6 +38,9 @@ func TestValidate(t *testing.T) {
 			c.ClientIPHeader = "Fly-Client-IP"
 			c.TrustedProxies = []string{"172.16.0.0/12", "fdaa::1"}
 		}, ""},
+		{"allowed origins", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000/", "*"} }, ""},
+		{"origin with a path", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com/ws"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
+		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
