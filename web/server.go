@@ -12,8 +12,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/metrics"
 )
@@ -35,6 +37,17 @@ type Options struct {
 	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+
+	// River inserts the jobs of manual task runs (InsertTx).
+	River *river.Client[pgx.Tx]
+	// WebhookAllowPrivate accepts webhook URLs on private addresses.
+	WebhookAllowPrivate bool
+	// TasksChanged is called after a task is created, changed or deleted
+	// (wakes this node's claim loop); optional.
+	TasksChanged func()
+	// RiverUI is the River UI handler, served at /riverui/ to admins only;
+	// nil serves nothing there.
+	RiverUI http.Handler
 }
 
 // Server is the HTTP handler of one replica.
@@ -46,6 +59,8 @@ type Server struct {
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
+
+	basicCache *basicAuthCache
 }
 
 // New builds the router, the API and every route.
@@ -77,6 +92,11 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		registerTasks(api, s)
+		registerRuns(api, s)
+	}
+	if opts.RiverUI != nil {
+		s.mountRiverUI(opts.RiverUI)
 	}
 	return s
 }
