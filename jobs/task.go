@@ -41,9 +41,9 @@ type Action struct {
 	Headers map[string]string `json:"headers,omitempty" doc:"webhook: extra request headers"`
 	Body    json.RawMessage   `json:"body,omitempty" doc:"webhook: JSON body sent as is; default: the run's id, task id, tick and attempt"`
 	// publish
-	Event   string `json:"event,omitempty" doc:"publish: event name" maxLength:"100"`
+	Event   string          `json:"event,omitempty" doc:"publish: event name" maxLength:"100"`
 	Payload json.RawMessage `json:"payload,omitempty" doc:"publish: event payload"`
-	Room    string `json:"room,omitempty" doc:"publish: room to publish to; default the task's owner" maxLength:"200"`
+	Room    string          `json:"room,omitempty" doc:"publish: room to publish to; default the task's owner" maxLength:"200"`
 }
 
 // Task is a user's scheduled job, as the API shows it.
