@@ -39,7 +39,7 @@ type Action struct {
 	URL     string            `json:"url,omitempty" doc:"webhook: http(s) URL to call" maxLength:"2048"`
 	Method  string            `json:"method,omitempty" doc:"webhook: HTTP method, default POST" enum:"GET,POST,PUT,PATCH,DELETE"`
 	Headers map[string]string `json:"headers,omitempty" doc:"webhook: extra request headers"`
-	Body    json.RawMessage   `json:"body,omitempty" doc:"webhook: JSON body sent as is; default: the run's id, task id, tick and attempt"`
+	Body    json.RawMessage   `json:"body,omitempty" doc:"webhook: JSON body to send; default: the run's id, task id and tick"`
 	// publish
 	Event   string          `json:"event,omitempty" doc:"publish: event name" maxLength:"100"`
 	Payload json.RawMessage `json:"payload,omitempty" doc:"publish: event payload"`

@@ -83,6 +83,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(rc.Task.TimeoutSeconds)*time.Second)
 	a := w.perform(actx, rc)
+	timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
 	if ctx.Err() != nil {
 		// Stopping or cancelled: River puts the job back; so do we.
@@ -90,7 +91,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Error: a.err.Error(), Duration: time.Since(start)})
 		return ctx.Err()
 	}
-	if actx.Err() != nil && a.err != nil {
+	if timedOut && a.err != nil {
 		a = attempt{err: fmt.Errorf("timed out after %ds", rc.Task.TimeoutSeconds), retryable: true}
 	}
 	return w.conclude(ctx, job, rc, a, time.Since(start))
