@@ -28,7 +28,7 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID names this process in River (its cluster node id).
 	ClientID string
-	// MaxWorkers for task runs; default 50.
+	// MaxWorkers for task runs; default 100 (runs mostly wait on I/O).
 	MaxWorkers int
 	// Maintenance tasks to run periodically, keyed by name.
 	Maintenance []MaintenanceTask
@@ -68,11 +68,14 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		ID:     opts.ClientID,
 		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
-			QueueDefault:     {MaxWorkers: cmp.Or(opts.MaxWorkers, 50)},
+			QueueDefault:     {MaxWorkers: cmp.Or(opts.MaxWorkers, 100)},
 			QueueMaintenance: {MaxWorkers: 2},
 		},
-		Workers:      w,
-		PeriodicJobs: m.periodicJobs(),
+		// A fetch at most every 25ms: with 100 workers that allows about
+		// 4000 jobs/s per node; the default (100ms) caps a node near 1000.
+		FetchCooldown: 25 * time.Millisecond,
+		Workers:       w,
+		PeriodicJobs:  m.periodicJobs(),
 	}, nil
 }
 
