@@ -49,6 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.runs, m.batch, m.lag, m.skipped, m.due, m.oldestDue)
+	// Export every series from the start, at zero.
+	for _, s := range []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled} {
+		m.runs.WithLabelValues(s)
+	}
+	m.skipped.WithLabelValues("missed")
+	m.skipped.WithLabelValues("overlap")
 	return m
 }
 

@@ -61,6 +61,12 @@ func (s *Server) triggerRun(ctx context.Context, in *taskIDInput) (*runOutput, e
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
+	s.opts.JobMetrics.RunStatus(run.Status, 1)
+	if s.opts.RunEvents != nil {
+		if err := s.opts.RunEvents.PublishUser(context.WithoutCancel(ctx), principal(ctx).UserID, jobs.EventName(run.Status), run); err != nil {
+			s.opts.Logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "error", err)
+		}
+	}
 	return &runOutput{Body: run}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/metrics"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // Options are the server's dependencies. Zero values mean defaults where a
@@ -48,6 +49,11 @@ type Options struct {
 	// RiverUI is the River UI handler, served at /riverui/ to admins only;
 	// nil serves nothing there.
 	RiverUI http.Handler
+	// RunEvents announces manual runs (task.run.queued) to their owner;
+	// optional.
+	RunEvents jobs.Publisher
+	// JobMetrics counts manual runs; optional.
+	JobMetrics *jobs.Metrics
 }
 
 // Server is the HTTP handler of one replica.

@@ -39,6 +39,7 @@ type app struct {
 	registry *prometheus.Registry
 	river    *river.Client[pgx.Tx]
 	web      *web.Server
+	jobs     jobsParts
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
@@ -92,15 +93,26 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	a.buildJobs()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
-	a.web = web.New(web.Options{
+	if err := a.buildScheduling(); err != nil {
+		a.closeDatabase()
+		return nil, err
+	}
+	opts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
-	})
+		River: a.river, WebhookAllowPrivate: a.cfg.WebhookPrivate, TasksChanged: a.tasksChanged,
+		RunEvents: a.jobs.publisher, JobMetrics: a.jobs.metrics,
+	}
+	if a.jobs.riverUI != nil {
+		opts.RiverUI = a.jobs.riverUI
+	}
+	a.web = web.New(opts)
 	return a, nil
 }
 
@@ -110,7 +122,7 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{Logger: a.logger, ClientID: a.nodeID})
+		rcfg, err = workers.RiverConfig(a.workerOptions())
 		if err != nil {
 			return err
 		}
@@ -135,6 +147,9 @@ func (a *app) Start(ctx context.Context) error {
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("start river: %w", err)
 		}
+	}
+	if err := a.startScheduling(ctx); err != nil {
+		return err
 	}
 	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	go func() {
@@ -162,6 +177,7 @@ func (a *app) Stop() {
 	} else if a.listener != nil {
 		_ = a.listener.Close()
 	}
+	a.stopScheduling()
 	if a.river != nil && a.cfg.HasRole(config.RoleWorker) {
 		if err := a.river.Stop(ctx); err != nil {
 			a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)

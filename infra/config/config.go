@@ -36,7 +36,8 @@ type Config struct {
 	ClientIPHeader  string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
 	AuthRate        float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
 	AuthBurst       int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
-	WebhookPrivate  bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
+	WebhookPrivate  bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
+	RunRetention    time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	DataDir         string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat       string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
 	LogLevel        string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -134,6 +135,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
+	}
+	if c.RunRetention != 0 && c.RunRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
