@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -168,5 +167,4 @@ func BenchmarkThroughput(b *testing.B) {
 		b.ReportMetric(jobsCount/elapsed.Seconds(), "runs/s")
 		b.ReportMetric(0, "ns/op")
 	})
-	_ = fmt.Sprint()
 }
