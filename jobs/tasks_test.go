@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+
 	"github.com/switchboard/switchboard/infra/db"
 )
 
@@ -159,9 +163,8 @@ func TestTriggerRun(t *testing.T) {
 		if run.Trigger != TriggerManual || run.Status != StatusQueued || run.TaskID != task.ID || time.Since(run.ScheduledFor) > time.Minute {
 			t.Fatalf("run = %+v", run)
 		}
-		if n, attempts := b.jobsFor(t, run.ID); n != 1 || attempts != 4 {
-			t.Fatalf("jobs = %d max_attempts %d; want 1, 4", n, attempts)
-		}
+		rivertest.RequireInserted(ctx, t, riverpgxv5.New(b.pool), RunArgs{RunID: run.ID, TaskID: task.ID},
+			&rivertest.RequireInsertedOpts{MaxAttempts: 4, Queue: river.QueueDefault})
 		if got := b.get(t, task.ID); got.RunCount != 1 || got.LastRunAt == nil {
 			t.Fatalf("task after trigger: %+v", got)
 		}
