@@ -97,15 +97,8 @@ func TestClaimOnce(t *testing.T) {
 		task := b.task(t)
 		due := time.Now().Add(-time.Hour).Truncate(time.Second)
 		b.dueAt(t, task.ID, due)
-		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river})
-		for {
-			n, err := c.ClaimOnce(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				break
-			}
+		if n, err := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river}).ClaimOnce(ctx); n != 1 || err != nil {
+			t.Fatalf("ClaimOnce = %d, %v", n, err)
 		}
 		runs := b.runs(t, task.ID)
 		if len(runs) != 1 || !runs[0].ScheduledFor.Equal(due) {

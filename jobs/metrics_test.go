@@ -15,8 +15,8 @@ func TestClaimMetrics(t *testing.T) {
 	b := setup(t)
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	missed := b.task(t)
-	b.dueAt(t, missed.ID, time.Now().Add(-time.Minute).Truncate(time.Second))
+	missed := b.task(t, func(t *Task) { t.Schedule = "@every 1m" })
+	b.dueAt(t, missed.ID, time.Now().Add(-time.Hour).Truncate(time.Second))
 	busy := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
 	if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, busy.ID); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func NewWebhookClient(opts WebhookOptions) *WebhookClient {
 		DialContext:           c.dial,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   10,
+		MaxIdleConnsPerHost:   32, // runs often call one customer's endpoint concurrently
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
