@@ -25,6 +25,7 @@ import (
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/infra/pgembed"
 	"github.com/switchboard/switchboard/migrations"
+	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
@@ -39,10 +40,14 @@ type app struct {
 	registry *prometheus.Registry
 	river    *river.Client[pgx.Tx]
 	web      *web.Server
+	hub      *realtime.Hub // web replicas only
+	bus      *realtime.Bus
 	jobs     jobsParts
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
+	// maintenance tasks the components add, run by River on worker replicas.
+	maintenance []workers.MaintenanceTask
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -93,6 +98,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	a.buildRealtime()
 	a.buildJobs()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
@@ -102,17 +108,15 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
-	opts := web.Options{
+	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
-		River: a.river, WebhookAllowPrivate: a.cfg.WebhookPrivate, TasksChanged: a.tasksChanged,
-		RunEvents: a.jobs.publisher, JobMetrics: a.jobs.metrics,
+		RateLimits: a.rateLimits(),
 	}
-	if a.jobs.riverUI != nil {
-		opts.RiverUI = a.jobs.riverUI
-	}
-	a.web = web.New(opts)
+	a.realtimeWebOptions(&wopts)
+	a.jobsWebOptions(&wopts)
+	a.web = web.New(wopts)
 	return a, nil
 }
 
@@ -122,7 +126,9 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(a.workerOptions())
+		wopts := a.workerOptions()
+		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune())
+		rcfg, err = workers.RiverConfig(wopts)
 		if err != nil {
 			return err
 		}
@@ -142,6 +148,9 @@ func (a *app) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr(), err)
 	}
 	a.listener = l
+	if err := a.startRealtime(ctx); err != nil {
+		return err
+	}
 	if a.cfg.HasRole(config.RoleWorker) {
 		// River's own context: jobs must not die with the signal context.
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
@@ -169,6 +178,7 @@ func (a *app) Addr() string { return a.listener.Addr().String() }
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	a.drainRealtime(ctx)
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
 			a.logger.Warn("http shutdown incomplete", "error", err)
@@ -186,6 +196,7 @@ func (a *app) Stop() {
 			ccancel()
 		}
 	}
+	a.stopRealtime()
 	a.closeDatabase()
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
 
@@ -22,12 +23,24 @@ type jobsParts struct {
 	uiCancel  context.CancelFunc
 }
 
-// buildJobs makes the publisher and metrics; call before buildRiver.
+// buildJobs makes the metrics and picks the publisher of run events: the
+// realtime bus (every replica has one); call after buildRealtime and
+// before buildRiver.
 func (a *app) buildJobs() {
 	a.jobs.metrics = jobs.NewMetrics(a.registry)
-	if a.jobs.publisher == nil {
-		// Stand-in until the realtime bus is wired: logs, delivers nothing.
-		a.jobs.publisher = workers.LogPublisher{Logger: a.logger}
+	a.jobs.publisher = workers.LogPublisher{Logger: a.logger}
+	if a.bus != nil {
+		a.jobs.publisher = a.bus
+	}
+}
+
+// jobsWebOptions gives the web server the task routes' dependencies and,
+// on web replicas, the River UI.
+func (a *app) jobsWebOptions(o *web.Options) {
+	o.River, o.WebhookAllowPrivate, o.TasksChanged = a.river, a.cfg.WebhookPrivate, a.tasksChanged
+	o.RunEvents, o.JobMetrics = a.jobs.publisher, a.jobs.metrics
+	if a.jobs.riverUI != nil {
+		o.RiverUI = a.jobs.riverUI
 	}
 }
 
