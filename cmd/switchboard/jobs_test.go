@@ -136,3 +136,47 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestRunEventsReachTheOwnersSocket: a manual run triggered on a web-only
+// replica and performed on a worker-only one; its status changes and the
+// publish action's own event reach the owner's socket on the web replica.
+func TestRunEventsReachTheOwnersSocket(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewDatabaseURL(t)
+	webCfg, workerCfg := testConfig(t, dbURL), testConfig(t, dbURL)
+	webCfg.Roles, workerCfg.Roles = []string{config.RoleWeb}, []string{config.RoleWorker}
+	web := startServer(t, webCfg)
+	startServer(t, workerCfg)
+
+	token, owner := registerUser(t, web, "events@example.com")
+	s := connect(t, web, token)
+	connected(t, web, owner, 1)
+	status, task := call(t, http.MethodPost, web.URL+"/v1/tasks", map[string]any{
+		"name": "report", "schedule": "@daily",
+		"action": map[string]any{"type": "publish", "event": "report.ready", "payload": map[string]any{"rows": 3}},
+	}, token)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, task)
+	}
+	status, run := call(t, http.MethodPost, web.URL+"/v1/tasks/"+task["id"].(string)+"/runs", nil, token)
+	if status != http.StatusAccepted {
+		t.Fatalf("trigger: %d %v", status, run)
+	}
+	seen := map[string]string{}
+	for len(seen) < 4 {
+		select {
+		case f := <-s.frames:
+			seen[f.Event] = string(f.Payload)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("events so far: %v", seen)
+		}
+	}
+	for _, ev := range []string{"task.run.queued", "task.run.running", "task.run.succeeded"} {
+		if p := seen[ev]; !strings.Contains(p, `"id":"`+run["id"].(string)+`"`) || !strings.Contains(p, `"status":"`+strings.TrimPrefix(ev, "task.run.")+`"`) {
+			t.Errorf("%s payload: %s", ev, p)
+		}
+	}
+	if seen["report.ready"] != `{"rows": 3}` && seen["report.ready"] != `{"rows":3}` {
+		t.Errorf("report.ready payload: %q", seen["report.ready"])
+	}
+}
