@@ -12,10 +12,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/metrics"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // Options are the server's dependencies. Zero values mean defaults where a
@@ -44,6 +47,22 @@ type Options struct {
 	Sockets SocketHub
 	Events  EventPublisher
 	RPC     RPCCaller
+
+	// River inserts the jobs of manual task runs (InsertTx).
+	River *river.Client[pgx.Tx]
+	// WebhookAllowPrivate accepts webhook URLs on private addresses.
+	WebhookAllowPrivate bool
+	// TasksChanged is called after a task is created, changed or deleted
+	// (wakes this node's claim loop); optional.
+	TasksChanged func()
+	// RiverUI is the River UI handler, served at /riverui/ to admins only;
+	// nil serves nothing there.
+	RiverUI http.Handler
+	// RunEvents announces manual runs (task.run.queued) to their owner;
+	// optional.
+	RunEvents jobs.Publisher
+	// JobMetrics counts manual runs; optional.
+	JobMetrics *jobs.Metrics
 }
 
 // Server is the HTTP handler of one replica.
@@ -56,6 +75,8 @@ type Server struct {
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
+
+	basicCache *basicAuthCache
 }
 
 // New builds the router, the API and every route.
@@ -91,11 +112,16 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		registerTasks(api, s)
+		registerRuns(api, s)
 		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)
 			registerRPC(api, s)
 		}
+	}
+	if opts.RiverUI != nil {
+		s.mountRiverUI(opts.RiverUI)
 	}
 	return s
 }

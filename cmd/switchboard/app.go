@@ -42,6 +42,7 @@ type app struct {
 	web      *web.Server
 	hub      *realtime.Hub // web replicas only
 	bus      *realtime.Bus
+	jobs     jobsParts
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
@@ -98,7 +99,12 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		return nil, err
 	}
 	a.buildRealtime()
+	a.buildJobs()
 	if err := a.buildRiver(); err != nil {
+		a.closeDatabase()
+		return nil, err
+	}
+	if err := a.buildScheduling(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
@@ -109,6 +115,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		RateLimits: a.rateLimits(),
 	}
 	a.realtimeWebOptions(&wopts)
+	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
 	return a, nil
 }
@@ -119,10 +126,9 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{
-			Logger: a.logger, ClientID: a.nodeID,
-			Maintenance: append(a.maintenance, a.rateLimitPrune()),
-		})
+		wopts := a.workerOptions()
+		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune())
+		rcfg, err = workers.RiverConfig(wopts)
 		if err != nil {
 			return err
 		}
@@ -151,6 +157,9 @@ func (a *app) Start(ctx context.Context) error {
 			return fmt.Errorf("start river: %w", err)
 		}
 	}
+	if err := a.startScheduling(ctx); err != nil {
+		return err
+	}
 	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	go func() {
 		if err := a.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -178,6 +187,7 @@ func (a *app) Stop() {
 	} else if a.listener != nil {
 		_ = a.listener.Close()
 	}
+	a.stopScheduling()
 	if a.river != nil && a.cfg.HasRole(config.RoleWorker) {
 		if err := a.river.Stop(ctx); err != nil {
 			a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
