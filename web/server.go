@@ -35,6 +35,11 @@ type Options struct {
 	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+
+	// Cluster serves the operator routes (status, disconnect, drain) and
+	// Presence GET /v1/presence; nil leaves them out.
+	Cluster  clusterOperator
+	Presence presenceGatherer
 }
 
 // Server is the HTTP handler of one replica.
@@ -77,6 +82,12 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		if opts.Cluster != nil {
+			registerCluster(api, s)
+		}
+		if opts.Presence != nil {
+			registerPresence(api, s)
+		}
 	}
 	return s
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/metrics"
@@ -38,10 +39,14 @@ type app struct {
 	pool     *pgxpool.Pool
 	registry *prometheus.Registry
 	river    *river.Client[pgx.Tx]
+	cluster  *cluster.Cluster
+	drain    riverDrain
 	web      *web.Server
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
+
+	clusterStarted bool
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -92,6 +97,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	a.buildCluster()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
 		return nil, err
@@ -100,7 +106,9 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
+		Cluster: a.cluster, Presence: a.cluster,
 	})
+	a.wireCluster()
 	return a, nil
 }
 
@@ -110,7 +118,8 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{Logger: a.logger, ClientID: a.nodeID})
+		rcfg, err = workers.RiverConfig(workers.Options{Logger: a.logger, ClientID: a.nodeID,
+			Maintenance: []workers.MaintenanceTask{a.clusterMaintenance()}})
 		if err != nil {
 			return err
 		}
@@ -130,6 +139,10 @@ func (a *app) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr(), err)
 	}
 	a.listener = l
+	if err := a.cluster.Start(ctx); err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	a.clusterStarted = true
 	if a.cfg.HasRole(config.RoleWorker) {
 		// River's own context: jobs must not die with the signal context.
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
@@ -148,12 +161,19 @@ func (a *app) Start(ctx context.Context) error {
 // Addr is the address the HTTP server listens on.
 func (a *app) Addr() string { return a.listener.Addr().String() }
 
-// Stop shuts down in order: stop accepting and finish in-flight requests,
-// let River finish running jobs (cancel them at the deadline), close the
-// pool, stop embedded Postgres.
+// Stop shuts down in order: drain (readiness fails, no new tasks or
+// sockets, sockets told server.draining), stop accepting and finish
+// in-flight requests, let River finish running jobs (cancel them at the
+// deadline), deregister from the cluster, close the pool, stop embedded
+// Postgres. Heartbeats go on until River is done, so no other node takes
+// this one's running jobs for dead.
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	a.endDrainStop()
+	if a.clusterStarted {
+		a.cluster.DrainLocal(ctx)
+	}
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
 			a.logger.Warn("http shutdown incomplete", "error", err)
@@ -169,6 +189,9 @@ func (a *app) Stop() {
 			_ = a.river.StopAndCancel(cctx)
 			ccancel()
 		}
+	}
+	if a.clusterStarted {
+		a.cluster.Stop()
 	}
 	a.closeDatabase()
 }

@@ -86,6 +86,7 @@ type Cluster struct {
 	addr      atomic.Value // string
 	draining  atomic.Bool
 	drainOnce sync.Once
+	stopOnce  sync.Once
 	metrics   *clusterMetrics
 
 	mu     sync.Mutex
@@ -142,14 +143,17 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops heartbeating and deregisters the node.
+// Stop stops heartbeating and deregisters the node. Only the first call
+// does anything.
 func (c *Cluster) Stop() {
-	c.Halt()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := nodeDelete(ctx, c.opts.DB, c.opts.NodeID); err != nil {
-		c.logger.Warn("could not deregister; the node will expire instead", "error", err)
-	}
+	c.stopOnce.Do(func() {
+		c.Halt()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := nodeDelete(ctx, c.opts.DB, c.opts.NodeID); err != nil {
+			c.logger.Warn("could not deregister; the node will expire instead", "error", err)
+		}
+	})
 }
 
 // Halt stops heartbeating without deregistering, as a crashed process
