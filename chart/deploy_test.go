@@ -17,6 +17,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // flyConfig is the part of flyctl's fly.toml schema that Switchboard uses; decoding is
@@ -406,6 +408,59 @@ func TestDockerfile(t *testing.T) {
 		}
 		if !slices.Contains(patterns, ".git") {
 			t.Error(".dockerignore keeps .git in the build context")
+		}
+	})
+}
+
+// TestEnvNamesAreTheBinarys checks every variable the chart and fly.toml set against the
+// envconfig tags of the service's config struct, so a renamed variable fails here rather
+// than being silently ignored in production.
+func TestEnvNamesAreTheBinarys(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../infra/config/config.go")
+	if err != nil {
+		t.Skipf("service config: %v", err)
+	}
+	known := map[string]bool{"POD_IP": true} // downward API helper for $(POD_IP)
+	for _, m := range regexp.MustCompile(`envconfig:"([A-Z0-9_]+)"`).FindAllSubmatch(src, -1) {
+		known[string(m[1])] = true
+	}
+	if len(known) < 10 {
+		t.Fatalf("found only %d envconfig tags in infra/config/config.go", len(known))
+	}
+
+	t.Run("chart", func(t *testing.T) {
+		t.Parallel()
+		for _, sc := range scenarios {
+			r := render(t, sc.values...)
+			pods := map[string]corev1.PodSpec{}
+			for _, d := range all[*appsv1.Deployment](r) {
+				pods[d.Name] = d.Spec.Template.Spec
+			}
+			for _, j := range all[*batchv1.Job](r) {
+				pods[j.Name] = j.Spec.Template.Spec
+			}
+			for name, spec := range pods {
+				for _, c := range spec.Containers {
+					for _, e := range c.Env {
+						if !known[e.Name] && e.Name != "GOMEMLIMIT" { // GOMEMLIMIT: extraEnv in the scenario
+							t.Errorf("%s: %s sets %s, which the binary does not read", sc.name, name, e.Name)
+						}
+					}
+				}
+			}
+		}
+	})
+	t.Run("fly.toml", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := loadFly()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range cfg.Env {
+			if !known[name] {
+				t.Errorf("fly.toml sets %s, which the binary does not read", name)
+			}
 		}
 	})
 }

@@ -194,6 +194,16 @@ func TestPodDisruptionBudgets(t *testing.T) {
 			t.Error("worker PDB rendered by default")
 		}
 	})
+	t.Run("none for a single replica", func(t *testing.T) {
+		t.Parallel()
+		// minAvailable 1 of 1 would block every node drain.
+		r := render(t, withDB, `web: {replicaCount: 1}`)
+		if pdbs := all[*policyv1.PodDisruptionBudget](r); len(pdbs) != 0 {
+			t.Errorf("PDB rendered for a single web replica")
+		}
+		r = render(t, withDB, `web: {replicaCount: 1, autoscaling: {enabled: true, minReplicas: 2}}`)
+		get[*policyv1.PodDisruptionBudget](t, r, fullname+"-web")
+	})
 	t.Run("worker PDB on request", func(t *testing.T) {
 		t.Parallel()
 		r := render(t, withDB, `worker: {pdb: {enabled: true, minAvailable: 50%}}`)

@@ -27,7 +27,7 @@ type Config struct {
 	DatabaseURL     string        `envconfig:"DATABASE_URL" desc:"PostgreSQL URL; unset starts a private embedded PostgreSQL in SWITCHBOARD_DATA_DIR"`
 	Port            string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
 	HTTPAddr        string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
-	Roles           []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both"`
+	Roles           []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both; unset on Fly.io: FLY_PROCESS_GROUP"`
 	JWTSecret       string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens; required unless the database is embedded"`
 	ClusterSecret   string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
 	AdminEmails     []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
@@ -51,6 +51,12 @@ func Load() (Config, error) {
 	var c Config
 	if err := envconfig.Process("", &c); err != nil {
 		return Config{}, fmt.Errorf("read environment: %w", err)
+	}
+	// Fly.io cannot set env per process group; it names the group instead.
+	if _, set := os.LookupEnv("SWITCHBOARD_ROLES"); !set {
+		if g := os.Getenv("FLY_PROCESS_GROUP"); g == RoleWeb || g == RoleWorker {
+			c.Roles = []string{g}
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err

@@ -79,3 +79,22 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal("admin emails")
 	}
 }
+
+func TestRolesFromFlyProcessGroup(t *testing.T) {
+	t.Setenv("SWITCHBOARD_ROLES", "")
+	os.Unsetenv("SWITCHBOARD_ROLES")
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	t.Setenv("FLY_PROCESS_GROUP", "worker")
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) {
+		t.Fatalf("roles %v, want worker only", c.Roles)
+	}
+	t.Setenv("SWITCHBOARD_ROLES", "web")
+	if c, _ = Load(); !c.HasRole(RoleWeb) || c.HasRole(RoleWorker) {
+		t.Fatalf("explicit SWITCHBOARD_ROLES must win over FLY_PROCESS_GROUP: %v", c.Roles)
+	}
+}
