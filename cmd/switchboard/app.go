@@ -161,12 +161,12 @@ func (a *app) Start(ctx context.Context) error {
 // Addr is the address the HTTP server listens on.
 func (a *app) Addr() string { return a.listener.Addr().String() }
 
-// Stop shuts down in order: drain (readiness fails, no new tasks or
-// sockets, sockets told server.draining), stop accepting and finish
-// in-flight requests, let River finish running jobs (cancel them at the
-// deadline), deregister from the cluster, close the pool, stop embedded
-// Postgres. Heartbeats go on until River is done, so no other node takes
-// this one's running jobs for dead.
+// Stop shuts down in order: drain (readiness fails, the claim loop stops,
+// sockets are told server.draining and new ones refused), let River finish
+// running jobs (cancel them at the deadline) while requests are still
+// served, stop accepting and finish in-flight requests, deregister from the
+// cluster, close the pool, stop embedded Postgres. Heartbeats go on until
+// River is done, so no other node takes this one's running jobs for dead.
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
@@ -174,6 +174,7 @@ func (a *app) Stop() {
 	if a.clusterStarted {
 		a.cluster.DrainLocal(ctx)
 	}
+	a.stopRiver(ctx)
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
 			a.logger.Warn("http shutdown incomplete", "error", err)
@@ -182,18 +183,22 @@ func (a *app) Stop() {
 	} else if a.listener != nil {
 		_ = a.listener.Close()
 	}
-	if a.river != nil && a.cfg.HasRole(config.RoleWorker) {
-		if err := a.river.Stop(ctx); err != nil {
-			a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
-			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.river.StopAndCancel(cctx)
-			ccancel()
-		}
-	}
 	if a.clusterStarted {
 		a.cluster.Stop()
 	}
 	a.closeDatabase()
+}
+
+func (a *app) stopRiver(ctx context.Context) {
+	if a.river == nil || !a.cfg.HasRole(config.RoleWorker) {
+		return
+	}
+	if err := a.river.Stop(ctx); err != nil {
+		a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.river.StopAndCancel(cctx)
+		ccancel()
+	}
 }
 
 func (a *app) closeDatabase() {
