@@ -69,7 +69,7 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 		}, []string{"call"}),
 		rescued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_cluster_rescued_jobs_total",
-			Help: "Running jobs of dead nodes made retryable by this node.",
+			Help: "Running jobs of dead nodes made available again (or discarded) by this node.",
 		}),
 	}
 	reg.MustRegister(m.calls, m.received, m.rescued)

@@ -66,7 +66,7 @@ type Options struct {
 	// claim loop, stop taking River jobs.
 	OnDrain []func()
 	// Rescued, if set, is called in the transaction that made a dead node's
-	// running jobs retryable, to record it on their runs.
+	// running jobs available again, to record it on their runs.
 	Rescued func(ctx context.Context, tx pgx.Tx, jobs []RescuedJob) error
 	// HeartbeatEvery is the beat period; ExpireAfter how long a silent node
 	// keeps its running jobs; ReapAfter how long before its row is deleted.
@@ -205,7 +205,7 @@ func (c *Cluster) beat(ctx context.Context) error {
 }
 
 // RescueDead makes the running jobs of nodes silent for longer than
-// ExpireAfter retryable now, and records it through Options.Rescued.
+// ExpireAfter available again now, and records it through Options.Rescued.
 func (c *Cluster) RescueDead(ctx context.Context) ([]RescuedJob, error) {
 	tx, err := c.opts.DB.Begin(ctx)
 	if err != nil {

@@ -239,7 +239,7 @@ func TestRescueDead(t *testing.T) {
 		return s != "running"
 	})
 	t.Logf("rescued %s after the crash (expiry %s)", time.Since(start).Round(time.Millisecond), live.opts.ExpireAfter)
-	if s, errs, fin := jobState(t, pool, retry); s != "retryable" || errs != 1 || fin {
+	if s, errs, fin := jobState(t, pool, retry); s != "available" || errs != 1 || fin {
 		t.Fatalf("job with attempts left: %s, %d errors, finalized %v", s, errs, fin)
 	}
 	if s, _, fin := jobState(t, pool, spent); s != "discarded" || !fin {

@@ -82,7 +82,8 @@ func nodeByID(ctx context.Context, q db.DB, id string) (Node, error) {
 }
 
 // RescuedJob is a River job that was running on a node that stopped
-// heartbeating and was made retryable (or discarded, its attempts spent).
+// heartbeating and was made available again (or discarded, its attempts
+// spent). State is the job's new state.
 type RescuedJob struct {
 	ID       int64
 	Kind     string
@@ -92,15 +93,18 @@ type RescuedJob struct {
 }
 
 // jobsRescue makes the running jobs of nodes silent for longer than expire
-// retryable at once, and returns them.
+// available again at once, and returns them.
 //
 // Why a statement on River's table: River's own rescuer waits for
-// RescueStuckJobsAfter (an hour by default) and its JobRetry API leaves
-// running jobs alone, while an `overlap: skip` task gets no tick until its run
-// ends. The job's last attempted_by is the River client id, which is the node
-// id. Like River's rescuer, it appends an AttemptError and discards a job
-// whose attempts are spent. Concurrent callers are safe: row locks serialise
-// them and the second finds the job no longer running.
+// RescueStuckJobsAfter and its JobRetry API leaves running jobs alone, while
+// an `overlap: skip` task gets no tick until its run ends. The job's last
+// attempted_by is the River client id, which is the node id. Like River's
+// rescuer, it appends an AttemptError and discards a job whose attempts are
+// spent. Like JobRetry, it makes the job available with scheduled_at now,
+// rather than retryable: retryable jobs wait for River's scheduler, which
+// runs on the leader, which may be the dead node. Concurrent callers are
+// safe: row locks serialise them and the second finds the job no longer
+// running.
 func jobsRescue(ctx context.Context, q db.DB, expire time.Duration, by string) ([]RescuedJob, error) {
 	rows, err := q.Query(ctx, `
 		WITH dead AS (
@@ -108,7 +112,7 @@ func jobsRescue(ctx context.Context, q db.DB, expire time.Duration, by string) (
 			WHERE heartbeat_at < clock_timestamp() - make_interval(secs => $1)
 		)
 		UPDATE river_job j
-		SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'retryable' END::river_job_state,
+		SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'available' END::river_job_state,
 			scheduled_at = now(),
 			finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
 			errors = array_append(j.errors, jsonb_build_object(
