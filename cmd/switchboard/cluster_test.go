@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,5 +215,19 @@ func TestStopDeregisters(t *testing.T) {
 	status, body := call(t, http.MethodGet, servers[0].URL+"/v1/cluster/status", nil, admin)
 	if nodes := nodesOf(t, body); status != http.StatusOK || len(nodes) != 1 || body["degraded"] != false {
 		t.Fatalf("status after a graceful stop: %d %v", status, body)
+	}
+}
+
+func TestSIGTERMDrainsThenExits(t *testing.T) {
+	t.Parallel()
+	dbURL := dbtest.NewDatabaseURL(t)
+	p := startProcess(t, dbURL)
+	id := p.nodeID(t, dbURL)
+	p.signal(t, syscall.SIGTERM)
+	if err := p.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+	}
+	if n := countNodes(t, dbURL, id); n != 0 {
+		t.Fatalf("node still registered after a graceful exit")
 	}
 }
