@@ -96,7 +96,7 @@ type testNode struct {
 }
 
 // startNode starts a node on pool; it deregisters when the test ends.
-func startNode(t *testing.T, pool *pgxpool.Pool) *testNode {
+func startNode(t testing.TB, pool *pgxpool.Pool) *testNode {
 	t.Helper()
 	n := &testNode{sockets: newFakeSockets(), drained: make(chan struct{})}
 	mux := http.NewServeMux()
