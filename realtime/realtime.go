@@ -1,3 +1,103 @@
 // Package realtime owns WebSocket delivery: Melody hubs, rooms, the
 // pg_notify bus between replicas, tickets, server-to-client RPC and presence.
+//
+// A Hub holds this replica's sockets and indexes them by user and room. A
+// Bus delivers every event to the local Hub at once and, through pg_notify on
+// one channel, to every other replica's Hub. Frames follow API.md "Realtime":
+// {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
+// from and ts.
 package realtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Event is one message for sockets: where it goes and what the frame says.
+// To targets every connection of a user, Room every member of a room; with
+// neither it goes to every connection everywhere.
+type Event struct {
+	Event   string          // name, e.g. "task.run.succeeded"
+	To      string          // user id
+	Room    string          // room name
+	From    string          // sender's user id; empty for the server
+	ID      string          // event id; Publish makes one when empty
+	Payload json.RawMessage // any JSON value; empty for none
+}
+
+// Frame is the JSON object exchanged on a socket, both directions.
+type Frame struct {
+	Event   string          `json:"event"`
+	Room    string          `json:"room,omitempty"`
+	To      string          `json:"to,omitempty"`
+	From    string          `json:"from,omitempty"`
+	ID      string          `json:"id,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	TS      string          `json:"ts,omitempty"`
+}
+
+// Server-sent event names.
+const (
+	EventError      = "error"
+	EventDraining   = "server.draining"
+	EventRoomJoined = "room.joined"
+	EventRPCCall    = "rpc.call"
+)
+
+// WebSocket close codes this package uses.
+const (
+	// CloseSlowConsumer: the client did not read fast enough and its send
+	// buffer overflowed (as Centrifugo's 3008); reconnect and catch up.
+	CloseSlowConsumer = 3008
+	// CloseDisconnected: an operator disconnected the user.
+	CloseDisconnected = 4001
+	// CloseGoingAway: the node shuts down; reconnect elsewhere.
+	CloseGoingAway = 1001
+)
+
+// ReservedPrefixes are event-name prefixes the server alone publishes.
+var ReservedPrefixes = []string{"task.", "rpc.", "server.", "room."}
+
+// IsReserved reports whether an event name belongs to the server.
+func IsReserved(name string) bool {
+	for _, p := range ReservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors callers map to answers.
+var (
+	ErrTicketInvalid = errors.New("the ticket is unknown, expired or already used; get a new one from POST /v1/ws/ticket")
+	ErrDraining      = errors.New("this node is draining; reconnect to another")
+	ErrOrigin        = errors.New("origin not allowed")
+	ErrNotConnected  = errors.New("user not connected")
+	ErrRPCTimeout    = errors.New("rpc timed out")
+	ErrStopped       = errors.New("realtime bus stopped")
+)
+
+// encodeFrame renders an event as the frame every recipient gets, stamped
+// with the server's time.
+func encodeFrame(ev Event, now time.Time) ([]byte, error) {
+	return marshal(Frame{
+		Event: ev.Event, Room: ev.Room, To: ev.To, From: ev.From, ID: ev.ID,
+		Payload: ev.Payload, TS: now.UTC().Format(time.RFC3339Nano),
+	})
+}
+
+// marshal is json.Marshal without HTML escaping: payloads reach clients
+// (and the 8000-byte NOTIFY limit) as they were sent, not inflated by \u003c.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

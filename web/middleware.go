@@ -1,11 +1,14 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -59,6 +62,20 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection to a WebSocket upgrade (gorilla asserts
+// http.Hijacker directly); the request is then logged as 101.
+func (w *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response writer cannot hijack the connection")
+	}
+	conn, rw, err := h.Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
 
 func (w *statusRecorder) code() int {
 	if w.status == 0 {
@@ -128,6 +145,7 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 				slog.Int("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 				slog.String("remote_addr", r.RemoteAddr),
+				slog.String("client_ip", clientIP(r.Context(), r.RemoteAddr)),
 			)
 		})
 	}

@@ -35,6 +35,15 @@ type Options struct {
 	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+	// RateLimits of the API, counted in Pool for the whole cluster.
+	RateLimits RateLimits
+
+	// Realtime: with all four set (role web) the ticket, WebSocket, event
+	// and RPC routes are served. The realtime package provides them.
+	Tickets TicketStore
+	Sockets SocketHub
+	Events  EventPublisher
+	RPC     RPCCaller
 
 	// Cluster serves the operator routes (status, disconnect, drain) and
 	// Presence GET /v1/presence; nil leaves them out.
@@ -48,6 +57,7 @@ type Server struct {
 	router chi.Router
 	api    huma.API
 	tokens tokens
+	limits limits
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
@@ -64,8 +74,11 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
 
+	s.buildLimits()
+
 	r := chi.NewRouter()
-	r.Use(requestID, newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
+		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
@@ -74,14 +87,20 @@ func New(opts Options) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.authenticate)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
+			registerRealtime(api, s)
+			registerEvents(api, s)
+			registerRPC(api, s)
+		}
 		if opts.Cluster != nil {
 			registerCluster(api, s)
 		}

@@ -12,11 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 var testSecret = []byte("test-secret-test-secret-test-secret")
+
+var generous = ratelimit.Rate{PerSecond: 1000, Burst: 1000}
 
 type testBundle struct {
 	server *Server
@@ -28,6 +31,9 @@ func setup(t *testing.T) *testBundle {
 		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true,
 		JWTSecret: testSecret, BcryptCost: 4,
 		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
+		// Every request of these tests comes from one address: limits are
+		// tested in ratelimit_test.go.
+		RateLimits: RateLimits{Auth: generous, User: generous},
 	})
 	return &testBundle{server: s}
 }

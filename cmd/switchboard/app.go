@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/infra/pgembed"
 	"github.com/switchboard/switchboard/migrations"
+	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
@@ -42,9 +43,13 @@ type app struct {
 	cluster  *cluster.Cluster
 	drain    riverDrain
 	web      *web.Server
+	hub      *realtime.Hub // web replicas only
+	bus      *realtime.Bus
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
+	// maintenance tasks the components add, run by River on worker replicas.
+	maintenance []workers.MaintenanceTask
 
 	clusterStarted bool
 }
@@ -97,17 +102,21 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	a.buildRealtime()
 	a.buildCluster()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
-	a.web = web.New(web.Options{
+	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
-		Cluster: a.cluster, Presence: a.cluster,
-	})
+		RateLimits: a.rateLimits(),
+		Cluster:    a.cluster, Presence: a.cluster,
+	}
+	a.realtimeWebOptions(&wopts)
+	a.web = web.New(wopts)
 	a.wireCluster()
 	return a, nil
 }
@@ -118,8 +127,10 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{Logger: a.logger, ClientID: a.nodeID,
-			Maintenance: []workers.MaintenanceTask{a.clusterMaintenance()}})
+		rcfg, err = workers.RiverConfig(workers.Options{
+			Logger: a.logger, ClientID: a.nodeID,
+			Maintenance: append(a.maintenance, a.rateLimitPrune()),
+		})
 		if err != nil {
 			return err
 		}
@@ -143,6 +154,9 @@ func (a *app) Start(ctx context.Context) error {
 		return fmt.Errorf("join the cluster: %w", err)
 	}
 	a.clusterStarted = true
+	if err := a.startRealtime(ctx); err != nil {
+		return err
+	}
 	if a.cfg.HasRole(config.RoleWorker) {
 		// River's own context: jobs must not die with the signal context.
 		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
@@ -164,8 +178,9 @@ func (a *app) Addr() string { return a.listener.Addr().String() }
 // Stop shuts down in order: drain (readiness fails, the claim loop stops,
 // sockets are told server.draining and new ones refused), let River finish
 // running jobs (cancel them at the deadline) while requests are still
-// served, stop accepting and finish in-flight requests, deregister from the
-// cluster, close the pool, stop embedded Postgres. Heartbeats go on until
+// served, close the sockets, stop accepting and finish in-flight requests,
+// flush the bus, deregister from the cluster, close the pool, stop embedded
+// Postgres. Heartbeats go on until
 // River is done, so no other node takes this one's running jobs for dead.
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
@@ -175,6 +190,7 @@ func (a *app) Stop() {
 		a.cluster.DrainLocal(ctx)
 	}
 	a.stopRiver(ctx)
+	a.drainRealtime(ctx)
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
 			a.logger.Warn("http shutdown incomplete", "error", err)
@@ -183,6 +199,7 @@ func (a *app) Stop() {
 	} else if a.listener != nil {
 		_ = a.listener.Close()
 	}
+	a.stopRealtime()
 	if a.clusterStarted {
 		a.cluster.Stop()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +29,7 @@ func testConfig(t *testing.T, dbURL string) config.Config {
 		DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0",
 		Roles:     []string{config.RoleWeb, config.RoleWorker},
 		JWTSecret: "test-jwt-secret-0123456789", ClusterSecret: "test-cluster-secret-0123456789",
-		ClientIPHeader: "X-Forwarded-For", AuthRate: 1000, AuthBurst: 1000,
+		ClientIPHeader: "X-Forwarded-For", AuthRate: 1000, AuthBurst: 1000, UserRate: 1000, UserBurst: 1000,
 		DataDir: t.TempDir(), LogLevel: "warn", ShutdownTimeout: 5 * time.Second, BcryptCost: 4,
 	}
 	if err := cfg.Validate(); err != nil {
@@ -96,4 +99,28 @@ func registerUser(t *testing.T, srv *testServer, email string) (token, id string
 		t.Fatalf("register %s: %d %v", email, status, body)
 	}
 	return body["token"].(string), body["user"].(map[string]any)["id"].(string)
+}
+
+// metric reads one sample of srv's /metrics; labels as written in the
+// exposition format (`a="b",c="d"`), "" for none. Missing samples read 0.
+func metric(t *testing.T, srv *testServer, name, labels string) float64 {
+	t.Helper()
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	prefix := name + " "
+	if labels != "" {
+		prefix = name + "{" + labels + "} "
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

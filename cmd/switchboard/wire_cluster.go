@@ -12,17 +12,23 @@ import (
 )
 
 // buildCluster makes this process a cluster node: registered at Start,
-// heartbeating, reachable by the others on the internal routes.
+// heartbeating, reachable by the others on the internal routes. After
+// buildRealtime: it acts on the local hub.
 func (a *app) buildCluster() {
+	var sockets cluster.Sockets // nil on worker-only replicas: no hub
+	if a.hub != nil {
+		sockets = a.hub
+	}
 	a.cluster = cluster.New(cluster.Options{
 		DB: a.pool, Logger: a.logger, Registry: a.registry,
 		NodeID: a.nodeID, Name: config.Hostname(), Roles: a.cfg.Roles, Version: version,
 		Addr: func() string {
 			return cluster.AdvertiseAddr(a.cfg.AdvertiseAddr, []string{a.cfg.FlyPrivateIP, a.cfg.PodIP}, a.listener.Addr())
 		},
-		Secret:  []byte(a.cfg.ClusterSecret),
+		Secret: []byte(a.cfg.ClusterSecret), Sockets: sockets,
 		OnDrain: []func(){a.stopTakingJobs},
 	})
+	a.maintenance = append(a.maintenance, a.clusterMaintenance())
 }
 
 // clusterMaintenance removes nodes silent for over a minute (rescuing

@@ -24,26 +24,30 @@ const (
 // Config is every setting of the service. Field tags name the environment
 // variable; `switchboard --help` prints them with their defaults.
 type Config struct {
-	DatabaseURL     string        `envconfig:"DATABASE_URL" desc:"PostgreSQL URL; unset starts a private embedded PostgreSQL in SWITCHBOARD_DATA_DIR"`
-	Port            string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
-	HTTPAddr        string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
-	Roles           []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both; unset on Fly.io: FLY_PROCESS_GROUP"`
-	JWTSecret       string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens; required unless the database is embedded"`
-	ClusterSecret   string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
-	AdminEmails     []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
-	AdvertiseAddr   string        `envconfig:"SWITCHBOARD_ADVERTISE_ADDR" desc:"host:port other nodes use to reach this one; default FLY_PRIVATE_IP or the pod IP plus the listen port"`
-	FlyPrivateIP    string        `envconfig:"FLY_PRIVATE_IP" desc:"set by Fly.io: the Machine's private address, advertised with the listen port"`
-	PodIP           string        `envconfig:"POD_IP" desc:"set by the Helm chart from the downward API: advertised with the listen port"`
-	TrustedProxies  []string      `envconfig:"SWITCHBOARD_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose client IP header is believed"`
-	ClientIPHeader  string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
-	AuthRate        float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
-	AuthBurst       int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
-	WebhookPrivate  bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
-	DataDir         string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
-	LogFormat       string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
-	LogLevel        string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	ShutdownTimeout time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
-	BcryptCost      int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"PostgreSQL URL; unset starts a private embedded PostgreSQL in SWITCHBOARD_DATA_DIR"`
+	Port             string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
+	HTTPAddr         string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
+	Roles            []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both; unset on Fly.io: FLY_PROCESS_GROUP"`
+	JWTSecret        string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens; required unless the database is embedded"`
+	ClusterSecret    string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
+	AdminEmails      []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
+	AdvertiseAddr    string        `envconfig:"SWITCHBOARD_ADVERTISE_ADDR" desc:"host:port other nodes use to reach this one; default FLY_PRIVATE_IP or the pod IP plus the listen port"`
+	FlyPrivateIP     string        `envconfig:"FLY_PRIVATE_IP" desc:"set by Fly.io: the Machine's private address, advertised with the listen port"`
+	PodIP            string        `envconfig:"POD_IP" desc:"set by the Helm chart from the downward API: advertised with the listen port"`
+	TrustedProxies   []string      `envconfig:"SWITCHBOARD_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose client IP header is believed"`
+	ClientIPHeader   string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
+	AuthRate         float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
+	AuthBurst        int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
+	UserRate         float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per user on authenticated /v1 routes"`
+	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
+	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
+	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
+	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
+	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
+	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
+	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may open WebSockets from, or *; default: the request's own host"`
 }
 
 // Load reads the environment into a Config and validates it.
@@ -141,6 +145,18 @@ func (c *Config) Validate() error {
 	if c.AuthBurst < 1 {
 		errs = append(errs, errors.New("SWITCHBOARD_AUTH_BURST must be at least 1"))
 	}
+	if c.UserRate <= 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_USER_RATE must be positive"))
+	}
+	if c.UserBurst < 1 {
+		errs = append(errs, errors.New("SWITCHBOARD_USER_BURST must be at least 1"))
+	}
+	if c.RateLimitTimeout < 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_RATELIMIT_TIMEOUT must not be negative"))
+	}
+	if strings.TrimSpace(c.ClientIPHeader) == "" {
+		errs = append(errs, errors.New("SWITCHBOARD_CLIENT_IP_HEADER is empty: use X-Forwarded-For or Fly-Client-IP"))
+	}
 	for _, p := range c.TrustedProxies {
 		if _, err := ParseCIDROrIP(p); err != nil {
 			errs = append(errs, fmt.Errorf("SWITCHBOARD_TRUSTED_PROXIES: %v", err))
@@ -153,6 +169,11 @@ func (c *Config) Validate() error {
 	}
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
+	}
+	for _, o := range c.AllowedOrigins {
+		if err := validateOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_ALLOWED_ORIGINS: %v", err))
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
@@ -170,6 +191,19 @@ func validateDatabaseURL(s string) error {
 	}
 	if u.Host == "" && u.Query().Get("host") == "" {
 		return errors.New("DATABASE_URL has no host")
+	}
+	return nil
+}
+
+// validateOrigin accepts "*" or scheme://host[:port] with nothing after.
+func validateOrigin(o string) error {
+	o = strings.TrimSpace(o)
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.TrimRight(o, "/"))
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+		return fmt.Errorf("%q is not an origin like https://app.example.com (or *)", o)
 	}
 	return nil
 }

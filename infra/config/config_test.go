@@ -4,12 +4,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	valid := func() Config {
-		return Config{Roles: []string{"web", "worker"}, AuthRate: 5, AuthBurst: 8, BcryptCost: 10, ShutdownTimeout: 1, ClientIPHeader: "X-Forwarded-For"}
+		return Config{Roles: []string{"web", "worker"}, AuthRate: 5, AuthBurst: 8, UserRate: 50, UserBurst: 100, BcryptCost: 10, ShutdownTimeout: 1, ClientIPHeader: "X-Forwarded-For"}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -35,6 +36,17 @@ func TestValidate(t *testing.T) {
 		{"bad log format", func(c *Config) { c.LogFormat = "xml" }, "SWITCHBOARD_LOG_FORMAT"},
 		{"bad listen address", func(c *Config) { c.HTTPAddr = "8080" }, "listen address"},
 		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
+		{"zero user rate", func(c *Config) { c.UserRate = 0 }, "SWITCHBOARD_USER_RATE"},
+		{"zero user burst", func(c *Config) { c.UserBurst = 0 }, "SWITCHBOARD_USER_BURST"},
+		{"negative rate limit timeout", func(c *Config) { c.RateLimitTimeout = -1 }, "SWITCHBOARD_RATELIMIT_TIMEOUT"},
+		{"no client ip header", func(c *Config) { c.ClientIPHeader = " " }, "SWITCHBOARD_CLIENT_IP_HEADER"},
+		{"fly client ip header", func(c *Config) {
+			c.ClientIPHeader = "Fly-Client-IP"
+			c.TrustedProxies = []string{"172.16.0.0/12", "fdaa::1"}
+		}, ""},
+		{"allowed origins", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000/", "*"} }, ""},
+		{"origin with a path", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com/ws"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
+		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -63,7 +75,7 @@ func TestListenAddr(t *testing.T) {
 }
 
 func TestLoadDefaults(t *testing.T) {
-	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_ROLES", "SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_JWT_SECRET"} {
+	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_ROLES", "SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_USER_RATE", "SWITCHBOARD_USER_BURST", "SWITCHBOARD_JWT_SECRET"} {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
 	}
@@ -72,7 +84,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || !c.Embedded() {
+	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if !c.IsAdminEmail("b@EXAMPLE.com") || c.IsAdminEmail("c@example.com") {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -27,6 +28,9 @@ var (
 	_ DB = pgx.Tx(nil)
 )
 
+// defaultMaxConns applies unless the URL sets pool_max_conns.
+const defaultMaxConns = 25
+
 // Options tune the pool; zero values mean pgx's defaults.
 type Options struct {
 	MaxConns int32
@@ -38,8 +42,13 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		// pgx's default (max(4, cores)) is too small for a replica whose
+		// requests, rate limits, River and claim loop share the pool.
+		cfg.MaxConns = defaultMaxConns
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.HealthCheckPeriod = 5 * time.Second

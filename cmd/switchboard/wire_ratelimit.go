@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/web"
+	"github.com/switchboard/switchboard/workers"
+)
+
+func (a *app) authRate() ratelimit.Rate {
+	return ratelimit.Rate{PerSecond: a.cfg.AuthRate, Burst: a.cfg.AuthBurst}
+}
+
+func (a *app) userRate() ratelimit.Rate {
+	return ratelimit.Rate{PerSecond: a.cfg.UserRate, Burst: a.cfg.UserBurst}
+}
+
+// rateLimits are the API's limits as configured.
+func (a *app) rateLimits() web.RateLimits {
+	return web.RateLimits{
+		Auth: a.authRate(), User: a.userRate(),
+		TrustedProxies: a.cfg.TrustedProxies, ClientIPHeader: a.cfg.ClientIPHeader,
+		Timeout: a.cfg.RateLimitTimeout,
+	}
+}
+
+// rateLimitPrune deletes rate limit windows no decision reads any more.
+func (a *app) rateLimitPrune() workers.MaintenanceTask {
+	keep := ratelimit.Retention(a.authRate(), a.userRate())
+	return workers.MaintenanceTask{
+		Name: "ratelimit_prune", Every: time.Minute,
+		Run: func(ctx context.Context) (int64, error) {
+			return ratelimit.Prune(ctx, a.pool, time.Now().Add(-keep))
+		},
+	}
+}

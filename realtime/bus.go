@@ -1,0 +1,287 @@
+package realtime
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Channel is the one NOTIFY channel every replica listens on.
+const Channel = "switchboard_bus"
+
+// maxNotifyBytes: Postgres refuses NOTIFY payloads of 8000 bytes or more
+// (counted in bytes). Anything that large goes to bus_spill.
+const maxNotifyBytes = 8000
+
+// BusOptions configure a Bus; zero values mean defaults.
+type BusOptions struct {
+	Pool   *pgxpool.Pool
+	NodeID string
+	// Hub holds this replica's sockets. Nil on worker-only replicas: the bus
+	// then publishes but does not LISTEN.
+	Hub      *Hub
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// ListenConfig is the dedicated LISTEN connection's configuration;
+	// default: the pool's connection configuration.
+	ListenConfig *pgx.ConnConfig
+	// IdlePing: ping the LISTEN connection after this long without a
+	// notification; default 5 s.
+	IdlePing time.Duration
+	// WhoTimeout bounds the wait for "who holds user X" replies before an
+	// RPC answers 404; default 1 s.
+	WhoTimeout time.Duration
+	// QueueSize is how many events may wait for the publisher; default 10000.
+	QueueSize int
+	// MaxBatch is the most notifications sent in one round trip; default 500.
+	MaxBatch int
+}
+
+// Bus delivers events to local sockets at once and to every other replica
+// through pg_notify. One publisher goroutine sends whatever is pending in
+// one round trip; one dedicated connection LISTENs. Delivery between
+// replicas is at most once: a notification sent while a replica's LISTEN
+// connection is down does not reach that replica.
+type Bus struct {
+	opts    BusOptions
+	logger  *slog.Logger
+	hub     *Hub
+	metrics busMetrics
+
+	queue    chan outgoing
+	stopping chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	seq      atomic.Uint64
+
+	listen listenState
+
+	mu    sync.Mutex
+	calls map[string]chan json.RawMessage // rpc calls this node waits for
+	whos  map[string]chan struct{}        // "who holds user X" requests
+}
+
+// envelope kinds.
+const (
+	kindEvent  = "e" // a frame for a user, a room or everyone
+	kindCall   = "c" // an rpc.call frame for a user; holders remember the caller
+	kindResult = "r" // an rpc result for the waiting node
+	kindWho    = "w" // "who holds user X?"
+	kindHere   = "h" // "I do", to the asking node
+)
+
+// envelope is what travels between replicas. Spilled envelopes travel as a
+// stub with the routing fields and Spill set; the body is in bus_spill.
+type envelope struct {
+	Origin string          `json:"o"`
+	Seq    uint64          `json:"n"` // unique per node: Postgres folds identical payloads of one transaction
+	Kind   string          `json:"k"`
+	User   string          `json:"u,omitempty"`
+	Room   string          `json:"r,omitempty"`
+	Node   string          `json:"d,omitempty"` // destination node of kindResult and kindHere
+	Call   string          `json:"c,omitempty"` // rpc call id or who request id
+	Until  int64           `json:"t,omitempty"` // rpc deadline, Unix ms
+	Frame  json.RawMessage `json:"f,omitempty"`
+	Spill  string          `json:"s,omitempty"`
+}
+
+// outgoing is one notification ready to send, with its spilled body if any.
+type outgoing struct {
+	payload   string
+	spillID   string
+	spillBody []byte
+}
+
+// NewBus builds a bus and attaches it to opts.Hub, whose clients publish
+// through it.
+func NewBus(opts BusOptions) *Bus {
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
+	opts.WhoTimeout = cmp.Or(opts.WhoTimeout, time.Second)
+	opts.QueueSize = cmp.Or(opts.QueueSize, 10000)
+	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
+	if opts.NodeID == "" {
+		opts.NodeID = uuid.NewString()
+	}
+	if opts.ListenConfig == nil && opts.Pool != nil {
+		opts.ListenConfig = opts.Pool.Config().ConnConfig.Copy()
+	}
+	b := &Bus{
+		opts: opts, logger: opts.Logger.With("component", "bus"), hub: opts.Hub,
+		queue: make(chan outgoing, opts.QueueSize), stopping: make(chan struct{}),
+		calls: map[string]chan json.RawMessage{}, whos: map[string]chan struct{}{},
+	}
+	b.metrics = newBusMetrics(opts.Registry)
+	if opts.Hub != nil {
+		opts.Hub.bus = b
+	}
+	return b
+}
+
+// NodeID is the id notifications from this node carry.
+func (b *Bus) NodeID() string { return b.opts.NodeID }
+
+// Start runs the publisher and, when the bus has a hub, the LISTEN
+// connection; it returns once LISTEN is established (or ctx ends).
+func (b *Bus) Start(ctx context.Context) error {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.cancel = cancel
+	b.wg.Add(1)
+	go b.publishLoop()
+	if b.hub == nil {
+		return nil
+	}
+	up := make(chan struct{})
+	b.wg.Add(1)
+	go b.listenLoop(lctx, up)
+	select {
+	case <-up:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("start bus: LISTEN not established: %w", ctx.Err())
+	}
+}
+
+// Stop ends the LISTEN connection, sends what is still queued and returns
+// once both goroutines exited. Publish fails with ErrStopped afterwards.
+func (b *Bus) Stop() {
+	b.stopOnce.Do(func() {
+		if b.cancel != nil {
+			b.cancel()
+		}
+		close(b.stopping)
+	})
+	b.wg.Wait()
+}
+
+// Publish delivers ev to local sockets at once and queues it for the other
+// replicas. Exactly one of To and Room, or neither (everyone).
+func (b *Bus) Publish(ctx context.Context, ev Event) error {
+	if ev.To != "" && ev.Room != "" {
+		return errors.New("publish: an event targets a user or a room, not both")
+	}
+	if ev.ID == "" {
+		ev.ID = uuid.NewString()
+	}
+	frame, err := encodeFrame(ev, time.Now())
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", ev.Event, err)
+	}
+	env := envelope{Kind: kindEvent, User: ev.To, Room: ev.Room, Frame: frame}
+	b.dispatch(env)
+	return b.send(ctx, env)
+}
+
+// PublishUser sends event with payload (any JSON-encodable value) to every
+// connection of userID on every replica. It implements workers.Publisher.
+func (b *Bus) PublishUser(ctx context.Context, userID, event string, payload any) error {
+	if userID == "" {
+		return fmt.Errorf("publish %s: no user id", event)
+	}
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", event, err)
+	}
+	return b.Publish(ctx, Event{Event: event, To: userID, Payload: raw})
+}
+
+// PublishRoom sends event with payload to every member of room on every
+// replica. It implements workers.Publisher.
+func (b *Bus) PublishRoom(ctx context.Context, room, event string, payload any) error {
+	if room == "" {
+		return fmt.Errorf("publish %s: no room", event)
+	}
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", event, err)
+	}
+	return b.Publish(ctx, Event{Event: event, Room: room, Payload: raw})
+}
+
+func marshalPayload(payload any) (json.RawMessage, error) {
+	switch p := payload.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return p, nil
+	}
+	return marshal(payload)
+}
+
+// send encodes env for the other replicas and queues it for the publisher.
+func (b *Bus) send(ctx context.Context, env envelope) error {
+	env.Origin, env.Seq = b.opts.NodeID, b.seq.Add(1)
+	body, err := marshal(env)
+	if err != nil {
+		return fmt.Errorf("encode bus message: %w", err)
+	}
+	out := outgoing{payload: string(body)}
+	if len(body) >= maxNotifyBytes {
+		stub := envelope{Origin: env.Origin, Seq: env.Seq, Kind: env.Kind, User: env.User, Room: env.Room, Node: env.Node, Spill: uuid.NewString()}
+		sb, _ := marshal(stub)
+		out = outgoing{payload: string(sb), spillID: stub.Spill, spillBody: body}
+	}
+	select {
+	case <-b.stopping:
+		return ErrStopped
+	default:
+	}
+	select {
+	case b.queue <- out:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("queue bus message: %w", ctx.Err())
+	case <-b.stopping:
+		return ErrStopped
+	}
+}
+
+// dispatch acts on an envelope from this node or another one.
+func (b *Bus) dispatch(env envelope) {
+	switch env.Kind {
+	case kindEvent:
+		if b.hub != nil {
+			b.hub.deliver(env.User, env.Room, env.Frame)
+		}
+	case kindCall:
+		if b.hub != nil {
+			b.hub.deliverCall(env.User, env.Call, cmp.Or(env.Origin, b.opts.NodeID), time.UnixMilli(env.Until), env.Frame)
+		}
+	case kindWho:
+		if b.hub != nil && b.hub.hasUser(env.User) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = b.send(ctx, envelope{Kind: kindHere, Node: env.Origin, Call: env.Call})
+			cancel()
+		}
+	case kindResult:
+		b.resolveCall(env.Call, env.Frame)
+	case kindHere:
+		b.resolveWho(env.Call)
+	}
+}
+
+// wants reports whether a notification from another node concerns this
+// one, before a spilled body is fetched.
+func (b *Bus) wants(env envelope) bool {
+	switch env.Kind {
+	case kindResult, kindHere:
+		return env.Node == b.opts.NodeID
+	case kindCall, kindWho:
+		return b.hub != nil && b.hub.hasUser(env.User)
+	case kindEvent:
+		return b.hub != nil && b.hub.wants(env.User, env.Room)
+	}
+	return false
+}

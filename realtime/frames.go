@@ -1,0 +1,254 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+	"github.com/olahol/melody"
+)
+
+// Client frame events.
+const (
+	eventRoomJoin    = "room.join"
+	eventRoomLeave   = "room.leave"
+	eventRoomMessage = "room.message"
+	eventDM          = "dm"
+	eventTyping      = "typing"
+	eventRPCResult   = "rpc.result"
+)
+
+// MaxRoomBytes is the longest room name.
+const MaxRoomBytes = 128
+
+// ValidateRoom checks a room name: 1–128 bytes, no control characters.
+func ValidateRoom(room string) error {
+	switch {
+	case room == "":
+		return errors.New(`"room" is required`)
+	case len(room) > MaxRoomBytes:
+		return fmt.Errorf("room name is %d bytes; the limit is %d", len(room), MaxRoomBytes)
+	case slices.ContainsFunc([]rune(room), unicode.IsControl):
+		return errors.New("room name contains control characters")
+	}
+	return nil
+}
+
+// NormalizeUserID returns the canonical form of a user id, or an error.
+func NormalizeUserID(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", fmt.Errorf(`"to" must be a user id (a UUID), got %q`, id)
+	}
+	return u.String(), nil
+}
+
+// callRecord remembers an rpc.call delivered here, so the client's result
+// goes back to the node that waits for it.
+type callRecord struct {
+	node, user string
+	until      time.Time
+}
+
+// onFrame handles one text frame from a client. A bad frame is answered
+// with an error event; it never closes the connection.
+func (h *Hub) onFrame(s *melody.Session, msg []byte) {
+	c := clientOf(s)
+	if c == nil || c.closing.Load() {
+		return
+	}
+	if int64(len(msg)) > h.opts.MaxFrameBytes {
+		h.sendError(c, "", fmt.Sprintf("frame is %d bytes; the limit is %d", len(msg), h.opts.MaxFrameBytes))
+		return
+	}
+	var f Frame
+	if err := json.Unmarshal(msg, &f); err != nil {
+		h.sendError(c, "", "frame is not a valid JSON object: "+err.Error())
+		return
+	}
+	if err := h.handle(c, f); err != nil {
+		h.sendError(c, f.ID, err.Error())
+	}
+}
+
+func (h *Hub) handle(c *client, f Frame) error {
+	switch f.Event {
+	case eventRoomJoin:
+		return h.join(c, f.Room)
+	case eventRoomLeave:
+		return h.leave(c, f.Room)
+	case eventRoomMessage:
+		if err := h.requireMember(c, f.Room); err != nil {
+			return err
+		}
+		return h.publish(Event{Event: eventRoomMessage, Room: f.Room, From: c.user, Payload: f.Payload})
+	case eventDM:
+		to, err := NormalizeUserID(f.To)
+		if err != nil {
+			return err
+		}
+		return h.publish(Event{Event: eventDM, To: to, From: c.user, Payload: f.Payload})
+	case eventTyping:
+		return h.typing(c, f)
+	case eventRPCResult:
+		return h.result(c, f)
+	case "":
+		return errors.New(`frame has no "event"`)
+	}
+	return fmt.Errorf("unknown event %q; clients send room.join, room.leave, room.message, dm, typing or rpc.result", f.Event)
+}
+
+func (h *Hub) typing(c *client, f Frame) error {
+	switch {
+	case (f.To == "") == (f.Room == ""):
+		return errors.New(`typing needs exactly one of "to" and "room"`)
+	case f.Room != "":
+		if err := h.requireMember(c, f.Room); err != nil {
+			return err
+		}
+		return h.publish(Event{Event: eventTyping, Room: f.Room, From: c.user, Payload: f.Payload})
+	}
+	to, err := NormalizeUserID(f.To)
+	if err != nil {
+		return err
+	}
+	return h.publish(Event{Event: eventTyping, To: to, From: c.user, Payload: f.Payload})
+}
+
+// publish sends a client's event through the bus (locally without one).
+func (h *Hub) publish(ev Event) error {
+	if h.bus == nil {
+		frame, err := encodeFrame(ev, time.Now())
+		if err != nil {
+			return err
+		}
+		h.deliver(ev.To, ev.Room, frame)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.bus.Publish(ctx, ev); err != nil {
+		h.logger.Warn("client event not published to other nodes", "event", ev.Event, "error", err)
+		return errors.New("the message could not be sent to every node; try again")
+	}
+	return nil
+}
+
+func (h *Hub) join(c *client, room string) error {
+	if err := ValidateRoom(room); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if _, ok := c.rooms[room]; !ok {
+		if len(c.rooms) >= h.opts.MaxRooms {
+			h.mu.Unlock()
+			return fmt.Errorf("a connection may join at most %d rooms; leave one first", h.opts.MaxRooms)
+		}
+		c.rooms[room] = struct{}{}
+		addTo(h.byRoom, room, c)
+	}
+	rooms := roomList(c)
+	h.mu.Unlock()
+	c.s.Set(KeyRooms, rooms)
+	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
+	h.write(c, frame)
+	return nil
+}
+
+func (h *Hub) leave(c *client, room string) error {
+	if err := ValidateRoom(room); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	delete(c.rooms, room)
+	removeFrom(h.byRoom, room, c)
+	rooms := roomList(c)
+	h.mu.Unlock()
+	c.s.Set(KeyRooms, rooms)
+	return nil
+}
+
+// roomList is c's rooms, sorted; the caller holds Hub.mu.
+func roomList(c *client) []string {
+	rooms := make([]string, 0, len(c.rooms))
+	for r := range c.rooms {
+		rooms = append(rooms, r)
+	}
+	slices.Sort(rooms)
+	return rooms
+}
+
+func (h *Hub) requireMember(c *client, room string) error {
+	if err := ValidateRoom(room); err != nil {
+		return err
+	}
+	h.mu.RLock()
+	_, ok := c.rooms[room]
+	h.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("join room %q before posting to it", room)
+	}
+	return nil
+}
+
+// deliverCall writes an rpc.call frame to user's sockets and remembers which
+// node waits for the answer.
+func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.byUser[user]
+	if len(set) == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(h.swept) > 10*time.Second {
+		for id, rec := range h.calls {
+			if now.After(rec.until) {
+				delete(h.calls, id)
+			}
+		}
+		h.swept = now
+	}
+	h.calls[callID] = callRecord{node: node, user: user, until: until}
+	for c := range set {
+		h.write(c, frame)
+	}
+}
+
+// result routes a client's rpc.result to the waiting node. Only the called
+// user may answer, once, before the deadline.
+func (h *Hub) result(c *client, f Frame) error {
+	if f.ID == "" {
+		return errors.New(`rpc.result needs the "id" of the rpc.call it answers`)
+	}
+	h.mu.Lock()
+	rec, ok := h.calls[f.ID]
+	ok = ok && rec.user == c.user && time.Now().Before(rec.until)
+	if ok {
+		delete(h.calls, f.ID)
+	}
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
+	}
+	if h.bus != nil {
+		h.bus.routeResult(rec.node, f.ID, f.Payload)
+	}
+	return nil
+}
+
+// sendError answers a bad frame with an error event; id echoes the frame's.
+func (h *Hub) sendError(c *client, id, message string) {
+	if c == nil {
+		return
+	}
+	h.metrics.badFrames.Inc()
+	payload, _ := marshal(map[string]string{"message": message})
+	frame, _ := encodeFrame(Event{Event: EventError, ID: id, Payload: payload}, time.Now())
+	h.write(c, frame)
+}

@@ -1,0 +1,188 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// node is one replica's realtime side: its own pool, LISTEN connection,
+// hub and an HTTP server whose /ws?user= upgrades without a ticket.
+type node struct {
+	hub  *Hub
+	bus  *Bus
+	pool *pgxpool.Pool
+	reg  *prometheus.Registry
+	url  string
+}
+
+func startNode(t testing.TB, dbURL string, hopts HubOptions) *node {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := db.Connect(ctx, dbURL, db.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{pool: pool, reg: prometheus.NewRegistry()}
+	hopts.Registry = n.reg
+	n.hub = NewHub(hopts)
+	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Registry: n.reg, IdlePing: time.Second, WhoTimeout: 500 * time.Millisecond})
+	if err := n.bus.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := n.hub.Admit(r); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		_ = n.hub.Serve(w, r, r.URL.Query().Get("user"))
+	}))
+	n.url = "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		n.hub.Shutdown(sctx)
+		n.bus.Stop()
+		srv.Close()
+		pool.Close()
+	})
+	return n
+}
+
+// wsClient is a real WebSocket client whose frames arrive on a channel.
+type wsClient struct {
+	conn   *websocket.Conn
+	frames chan Frame
+	done   chan struct{}
+	err    error // the read error that ended it, after done
+}
+
+func dial(t testing.TB, n *node, user string) *wsClient {
+	t.Helper()
+	before := n.hub.UserConnectionsLocal(user)
+	conn, res, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", n.url, err, res)
+	}
+	c := &wsClient{conn: conn, frames: make(chan Frame, 1000), done: make(chan struct{})}
+	go c.read()
+	t.Cleanup(func() { _ = conn.Close() })
+	waitFor(t, "connection registered", func() bool { return n.hub.UserConnectionsLocal(user) > before })
+	return c
+}
+
+func (c *wsClient) read() {
+	defer close(c.done)
+	for {
+		_, msg, err := c.conn.ReadMessage()
+		if err != nil {
+			c.err = err
+			return
+		}
+		var f Frame
+		if json.Unmarshal(msg, &f) == nil {
+			c.frames <- f
+		}
+	}
+}
+
+func (c *wsClient) send(t testing.TB, frame any) {
+	t.Helper()
+	var b []byte
+	switch f := frame.(type) {
+	case string:
+		b = []byte(f)
+	default:
+		b, _ = json.Marshal(f)
+	}
+	if err := c.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// next returns the next frame, failing after 10 s.
+func (c *wsClient) next(t testing.TB) Frame {
+	t.Helper()
+	select {
+	case f := <-c.frames:
+		return f
+	case <-c.done:
+		select { // frames read before the end come first
+		case f := <-c.frames:
+			return f
+		default:
+		}
+		t.Fatalf("connection ended while waiting for a frame: %v", c.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame within 10 s")
+	}
+	return Frame{}
+}
+
+// expect returns the next frame and checks its event.
+func (c *wsClient) expect(t testing.TB, event string) Frame {
+	t.Helper()
+	f := c.next(t)
+	if f.Event != event {
+		t.Fatalf("got %+v, want event %q", f, event)
+	}
+	return f
+}
+
+// closeCode waits for the connection to end and returns its close code.
+func (c *wsClient) closeCode(t testing.TB) int {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("connection still open after 20 s")
+	}
+	var ce *websocket.CloseError
+	if errors.As(c.err, &ce) {
+		return ce.Code
+	}
+	t.Fatalf("connection ended without a close frame: %v", c.err)
+	return 0
+}
+
+// waitFor polls cond until it holds, failing after 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func counterValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
+
+// newUserID inserts a user (tickets reference users) and returns its id.
+func newUserID(t testing.TB, q db.DB) string {
+	t.Helper()
+	var id string
+	err := q.QueryRow(context.Background(), `INSERT INTO users (email, password_hash) VALUES ($1, 'x') RETURNING id::text`,
+		uuid.NewString()+"@example.com").Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

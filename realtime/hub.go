@@ -1,0 +1,450 @@
+package realtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	"github.com/olahol/melody"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// HubOptions configure a Hub; zero values mean defaults.
+type HubOptions struct {
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// AllowedOrigins may open sockets from a browser, as scheme://host[:port];
+	// "*" allows any. Empty: only the request's own host. Requests without an
+	// Origin header (not from a browser) are always allowed.
+	AllowedOrigins []string
+	// MaxFrameBytes is the largest client frame; a larger one is answered
+	// with an error event and the connection stays open. Default 64 KiB.
+	// Frames over 4× this are refused by the transport (close 1009).
+	MaxFrameBytes int64
+	// SendBuffer is how many frames may wait for a slow client; when it
+	// overflows the connection is closed with 3008. Default 256.
+	SendBuffer int
+	// MaxRooms one connection may join; default 100.
+	MaxRooms int
+	// WriteWait bounds a write to a client; default 10 s.
+	WriteWait time.Duration
+	// PingPeriod between server pings; a client silent for PingPeriod×10/9
+	// is dropped. Default 54 s.
+	PingPeriod time.Duration
+}
+
+// Hub holds this replica's WebSocket sessions (Melody), indexed by user and
+// room, and delivers frames to them. Clients' frames go out through the Bus
+// the hub is attached to.
+type Hub struct {
+	opts    HubOptions
+	origins map[string]bool
+	anyOrig bool
+	m       *melody.Melody
+	bus     *Bus
+	logger  *slog.Logger
+	metrics hubMetrics
+
+	mu     sync.RWMutex
+	all    map[*client]struct{}
+	byUser map[string]map[*client]struct{}
+	byRoom map[string]map[*client]struct{}
+	calls  map[string]callRecord // rpc calls delivered here, by id
+	swept  time.Time
+	closed bool
+	conns  sync.WaitGroup
+
+	draining atomic.Bool
+}
+
+// client is one socket. It is indexed before the upgrade answers 101, so
+// a client that sees its socket open misses nothing published after: frames
+// for it wait in pending until Melody's session exists. Its rooms are
+// guarded by Hub.mu, the rest by mu.
+type client struct {
+	id      string
+	user    string
+	rooms   map[string]struct{}
+	closing atomic.Bool
+
+	mu       sync.Mutex
+	s        *melody.Session
+	pending  [][]byte
+	overflow bool       // pending overflowed: a slow consumer from the start
+	closeReq *closeCode // a close asked for before the session existed
+}
+
+type closeCode struct {
+	code int
+	text string
+}
+
+// Session keys set on every Melody session.
+const (
+	KeyUser   = "user_id"
+	KeyConnID = "conn_id"
+	KeyRooms  = "rooms"
+	keyClient = "client"
+)
+
+// NewHub builds a hub; attach it to a Bus with BusOptions.Hub.
+func NewHub(opts HubOptions) *Hub {
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	opts.MaxFrameBytes = cmp.Or(opts.MaxFrameBytes, 64<<10)
+	opts.SendBuffer = cmp.Or(opts.SendBuffer, 256)
+	opts.MaxRooms = cmp.Or(opts.MaxRooms, 100)
+	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
+	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
+	h := &Hub{
+		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
+		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
+		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
+	}
+	for _, o := range opts.AllowedOrigins {
+		o = strings.TrimRight(strings.ToLower(strings.TrimSpace(o)), "/")
+		h.anyOrig = h.anyOrig || o == "*"
+		h.origins[o] = true
+	}
+	h.m = h.newMelody()
+	h.metrics = newHubMetrics(opts.Registry, h)
+	return h
+}
+
+func (h *Hub) newMelody() *melody.Melody {
+	m := melody.New()
+	m.Config.MaxMessageSize = 4 * h.opts.MaxFrameBytes
+	m.Config.MessageBufferSize = h.opts.SendBuffer
+	m.Config.WriteWait = h.opts.WriteWait
+	m.Config.PingPeriod = h.opts.PingPeriod
+	m.Config.PongWait = h.opts.PingPeriod * 10 / 9
+	m.Upgrader.CheckOrigin = h.originAllowed
+	// Memory per idle socket: read through the buffer net/http already holds
+	// for the hijacked connection; write buffers only while writing.
+	m.Upgrader.ReadBufferSize = 0
+	m.Upgrader.WriteBufferSize = 4096
+	m.Upgrader.WriteBufferPool = &sync.Pool{}
+	m.HandleConnect(h.onConnect)
+	m.HandleDisconnect(h.onDisconnect)
+	m.HandleMessage(h.onFrame)
+	m.HandleMessageBinary(func(s *melody.Session, _ []byte) {
+		h.sendError(clientOf(s), "", "binary frames are not supported; send JSON text frames")
+	})
+	m.HandleError(h.onError)
+	return m
+}
+
+// Admit checks, before a ticket is spent, that r may become a socket here.
+func (h *Hub) Admit(r *http.Request) error {
+	if h.draining.Load() {
+		return ErrDraining
+	}
+	if !h.originAllowed(r) {
+		return ErrOrigin
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		return errors.New("not a WebSocket upgrade request; connect with a WebSocket client")
+	}
+	return nil
+}
+
+// Serve upgrades r to a socket of userID and serves it until it closes.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error {
+	h.mu.Lock()
+	if h.closed || h.draining.Load() {
+		h.mu.Unlock()
+		return ErrDraining
+	}
+	h.conns.Add(1)
+	h.mu.Unlock()
+	defer h.conns.Done()
+	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}}
+	h.add(c)
+	defer h.remove(c) // also when the upgrade fails
+	return h.m.HandleRequestWithKeys(w, r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
+}
+
+func (h *Hub) add(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.all[c] = struct{}{}
+	addTo(h.byUser, c.user, c)
+}
+
+func (h *Hub) remove(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.all, c)
+	removeFrom(h.byUser, c.user, c)
+	for room := range c.rooms {
+		removeFrom(h.byRoom, room, c)
+	}
+}
+
+// originAllowed: no Origin (not a browser), "*", a listed origin, or by
+// default the request's own host.
+func (h *Hub) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || h.anyOrig {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if len(h.origins) == 0 {
+		return strings.EqualFold(u.Host, r.Host)
+	}
+	return h.origins[strings.ToLower(u.Scheme+"://"+u.Host)]
+}
+
+func clientOf(s *melody.Session) *client {
+	v, _ := s.Get(keyClient)
+	c, _ := v.(*client)
+	return c
+}
+
+// onConnect gives the client its session and sends what waited for it.
+func (h *Hub) onConnect(s *melody.Session) {
+	c := clientOf(s)
+	s.Set(KeyRooms, []string{})
+	h.metrics.accepted.Inc()
+	c.mu.Lock()
+	c.s = s
+	for _, frame := range c.pending {
+		_ = s.Write(frame)
+	}
+	c.pending = nil
+	overflow, req := c.overflow, c.closeReq
+	c.mu.Unlock()
+	h.mu.RLock()
+	closed := h.closed
+	h.mu.RUnlock()
+	switch {
+	case overflow:
+		c.closing.Store(false)
+		h.slowConsumer(c)
+	case req != nil:
+		go h.closeConn(c, req.code, req.text)
+	case closed: // upgraded while Shutdown was closing the others
+		_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
+	}
+}
+
+func (h *Hub) onDisconnect(s *melody.Session) { h.remove(clientOf(s)) }
+
+// session is c's Melody session, nil before the upgrade completes.
+func (c *client) session() *melody.Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s
+}
+
+// onError: a full send buffer means a slow consumer; anything else is the
+// connection ending, which Melody handles.
+func (h *Hub) onError(s *melody.Session, err error) {
+	if errors.Is(err, melody.ErrMessageBufferFull) {
+		h.slowConsumer(clientOf(s))
+		return
+	}
+	h.logger.Debug("websocket error", "error", err)
+}
+
+// slowConsumer closes a connection whose buffer overflowed, once: Melody
+// would otherwise drop frames silently while the connection stays open.
+func (h *Hub) slowConsumer(c *client) {
+	if c == nil || !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	h.metrics.slow.Inc()
+	h.logger.Warn("closing slow websocket consumer", "user_id", c.user, "conn_id", c.id)
+	go h.closeConn(c, CloseSlowConsumer, "slow consumer: frames were not read fast enough")
+}
+
+// closeConn closes through the underlying connection: a close queued
+// behind a full buffer would be dropped. The client gets WriteWait to take
+// the close frame, and a second to answer it, before the socket is cut.
+func (h *Hub) closeConn(c *client, code int, text string) {
+	c.mu.Lock()
+	s := c.s
+	if s == nil {
+		c.closeReq = &closeCode{code, text} // onConnect closes it
+	}
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	conn := s.WebsocketConnection()
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(h.opts.WriteWait))
+	time.AfterFunc(time.Second, func() { _ = conn.Close() })
+}
+
+func addTo(idx map[string]map[*client]struct{}, key string, c *client) {
+	set := idx[key]
+	if set == nil {
+		set = map[*client]struct{}{}
+		idx[key] = set
+	}
+	set[c] = struct{}{}
+}
+
+func removeFrom(idx map[string]map[*client]struct{}, key string, c *client) {
+	if set := idx[key]; set != nil {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(idx, key)
+		}
+	}
+}
+
+// deliver writes frame to the sockets of user, of room, or (neither) all.
+func (h *Hub) deliver(user, room string, frame []byte) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	set := h.all
+	switch {
+	case user != "":
+		set = h.byUser[user]
+	case room != "":
+		set = h.byRoom[room]
+	}
+	for c := range set {
+		h.write(c, frame)
+	}
+	return len(set)
+}
+
+// write queues frame for c. A full buffer reaches onError synchronously.
+// Before the session exists, frames wait in pending, as many as the send
+// buffer holds.
+func (h *Hub) write(c *client, frame []byte) {
+	if c.closing.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s != nil {
+		_ = c.s.Write(frame)
+		return
+	}
+	if len(c.pending) >= h.opts.SendBuffer {
+		c.overflow = true
+		c.closing.Store(true)
+		c.pending = nil
+		return
+	}
+	c.pending = append(c.pending, frame)
+}
+
+func (h *Hub) hasUser(user string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.byUser[user]) > 0
+}
+
+// wants reports whether an event for user, room or everyone has a
+// recipient here.
+func (h *Hub) wants(user, room string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	switch {
+	case user != "":
+		return len(h.byUser[user]) > 0
+	case room != "":
+		return len(h.byRoom[room]) > 0
+	}
+	return len(h.all) > 0
+}
+
+// LocalConnections is the number of sockets open on this node.
+func (h *Hub) LocalConnections() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.all)
+}
+
+// UserConnectionsLocal is the number of userID's sockets on this node.
+func (h *Hub) UserConnectionsLocal(userID string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.byUser[userID])
+}
+
+// DisconnectUserLocal closes userID's sockets on this node only (close code
+// 4001) and returns how many.
+func (h *Hub) DisconnectUserLocal(userID string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for c := range h.byUser[userID] {
+		if c.closing.CompareAndSwap(false, true) {
+			n++
+			go h.closeConn(c, CloseDisconnected, "disconnected by an operator")
+		}
+	}
+	return n
+}
+
+// RoomMembersLocal maps user id to connection count for room on this node.
+func (h *Hub) RoomMembersLocal(room string) map[string]int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := map[string]int{}
+	for c := range h.byRoom[room] {
+		out[c.user]++
+	}
+	return out
+}
+
+// DrainLocal sends server.draining to every socket here and refuses new
+// upgrades from now on.
+func (h *Hub) DrainLocal() {
+	h.draining.Store(true)
+	frame, _ := encodeFrame(Event{Event: EventDraining}, time.Now())
+	h.deliver("", "", frame)
+}
+
+// Draining reports whether DrainLocal was called.
+func (h *Hub) Draining() bool { return h.draining.Load() }
+
+// Shutdown drains (server.draining to every socket), closes every socket
+// with 1001 after its queued frames, and waits for them until ctx ends; the
+// stragglers are then cut.
+func (h *Hub) Shutdown(ctx context.Context) {
+	if !h.draining.Load() {
+		h.DrainLocal()
+	}
+	h.mu.Lock()
+	h.closed = true
+	for c := range h.all {
+		// Queued behind server.draining; a full buffer makes it a slow
+		// consumer. A client still upgrading is closed by onConnect.
+		if s := c.session(); s != nil {
+			_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
+		}
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		h.mu.RLock()
+		for c := range h.all {
+			if s := c.session(); s != nil {
+				_ = s.WebsocketConnection().Close()
+			}
+		}
+		h.mu.RUnlock()
+		<-done
+	}
+	_ = h.m.Close()
+}

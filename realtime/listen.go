@@ -1,0 +1,163 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// listenState is what readiness reports about the LISTEN connection.
+type listenState struct {
+	mu      sync.Mutex
+	up      bool
+	lastErr error
+	since   time.Time
+}
+
+func (s *listenState) set(up bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up != up {
+		s.since = time.Now()
+	}
+	s.up, s.lastErr = up, err
+}
+
+// Ready reports whether the LISTEN connection is up: the readiness check
+// of a replica with sockets. A bus without a hub does not listen and is
+// always ready.
+func (b *Bus) Ready(context.Context) error {
+	if b.hub == nil {
+		return nil
+	}
+	s := &b.listen
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up {
+		return nil
+	}
+	if s.lastErr == nil {
+		return errors.New("LISTEN connection not established yet")
+	}
+	return fmt.Errorf("LISTEN connection down for %s: %v", time.Since(s.since).Round(time.Millisecond), s.lastErr)
+}
+
+// ListenApplicationName is the application_name of this node's LISTEN
+// connection, as pg_stat_activity shows it.
+func (b *Bus) ListenApplicationName() string { return "switchboard-listen-" + b.opts.NodeID }
+
+// listenLoop keeps one dedicated LISTEN connection: after a drop it
+// reconnects within a second (100 ms, doubling, at most 1 s between tries).
+func (b *Bus) listenLoop(ctx context.Context, up chan<- struct{}) {
+	defer b.wg.Done()
+	var once sync.Once
+	onUp := func() { once.Do(func() { close(up) }) }
+	const minDelay, maxDelay = 100 * time.Millisecond, time.Second
+	delay := minDelay
+	for {
+		start := time.Now()
+		err := b.listenOnce(ctx, onUp)
+		if ctx.Err() != nil {
+			b.listen.set(false, errors.New("stopped"))
+			return
+		}
+		b.listen.set(false, err)
+		b.metrics.listenUp.Set(0)
+		if time.Since(start) > 10*time.Second {
+			delay = minDelay
+		}
+		b.logger.Warn("LISTEN connection lost; reconnecting", "error", err, "retry_in", delay.String())
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return
+		}
+		delay = min(2*delay, maxDelay)
+		b.metrics.reconnects.Inc()
+	}
+}
+
+// listenOnce connects, LISTENs and handles notifications until the
+// connection fails. Idle for IdlePing: a ping must answer within 2 s.
+func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
+	cfg := b.opts.ListenConfig.Copy()
+	cfg.RuntimeParams["application_name"] = b.ListenApplicationName()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	b.listen.set(true, nil)
+	b.metrics.listenUp.Set(1)
+	onUp()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, b.opts.IdlePing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if n != nil {
+			b.receive(ctx, conn, n.Payload)
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case pgconn.Timeout(err):
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// receive handles one notification from another node: it skips its own and
+// those for nobody here before fetching a spilled body.
+func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
+	var env envelope
+	if err := json.Unmarshal([]byte(payload), &env); err != nil {
+		b.logger.Warn("bus: unreadable notification", "error", err)
+		return
+	}
+	if env.Origin == b.opts.NodeID || !b.wants(env) {
+		return
+	}
+	if env.Spill != "" {
+		full, err := fetchSpilled(ctx, conn, env.Spill)
+		if err != nil {
+			b.logger.Warn("bus: spilled message unavailable", "spill_id", env.Spill, "error", err)
+			return
+		}
+		env = full
+	}
+	b.metrics.received.Inc()
+	b.dispatch(env)
+}
+
+func fetchSpilled(ctx context.Context, conn *pgx.Conn, id string) (envelope, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var body []byte
+	if err := conn.QueryRow(ctx, `SELECT body FROM bus_spill WHERE id = $1`, id).Scan(&body); err != nil {
+		return envelope{}, fmt.Errorf("fetch spilled: %w", err)
+	}
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return envelope{}, fmt.Errorf("decode spilled: %w", err)
+	}
+	return env, nil
+}

@@ -1,0 +1,146 @@
+package realtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Call asks userID's client to run method and waits for its answer.
+//
+// The waiting node registers the call id and publishes rpc.call to the user;
+// each node that holds one of the user's sockets remembers which node waits,
+// and the first rpc.result from the client goes back over the bus to that
+// node only. ErrNotConnected: the user has no socket anywhere (nobody
+// answered "who holds user X" within WhoTimeout). ErrRPCTimeout: no result
+// within timeout. A late result is dropped.
+func (b *Bus) Call(ctx context.Context, userID, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if b.hub == nil || !b.hub.hasUser(userID) {
+		found, err := b.who(ctx, userID)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, ErrNotConnected
+		}
+	}
+	id := uuid.NewString()
+	result := make(chan json.RawMessage, 1)
+	b.mu.Lock()
+	b.calls[id] = result
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.calls, id)
+		b.mu.Unlock()
+	}()
+	payload, err := marshal(struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}{method, cmpRaw(params)})
+	if err != nil {
+		return nil, fmt.Errorf("rpc params: %w", err)
+	}
+	frame, err := encodeFrame(Event{Event: EventRPCCall, ID: id, Payload: payload}, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("rpc frame: %w", err)
+	}
+	deadline, _ := ctx.Deadline()
+	env := envelope{Kind: kindCall, User: userID, Call: id, Until: deadline.UnixMilli(), Frame: frame}
+	b.dispatch(env)
+	if err := b.send(ctx, env); err != nil {
+		return nil, b.callErr(ctx, err)
+	}
+	select {
+	case res := <-result:
+		return res, nil
+	case <-ctx.Done():
+		return nil, b.callErr(ctx, ctx.Err())
+	}
+}
+
+// callErr is ErrRPCTimeout when the call's own deadline passed.
+func (b *Bus) callErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrRPCTimeout
+	}
+	return err
+}
+
+func cmpRaw(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("null")
+	}
+	return r
+}
+
+// who asks every node whether it holds a socket of userID and waits for the
+// first "here", at most WhoTimeout.
+func (b *Bus) who(ctx context.Context, userID string) (bool, error) {
+	id := uuid.NewString()
+	here := make(chan struct{}, 1)
+	b.mu.Lock()
+	b.whos[id] = here
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.whos, id)
+		b.mu.Unlock()
+	}()
+	if err := b.send(ctx, envelope{Kind: kindWho, User: userID, Call: id}); err != nil {
+		return false, b.callErr(ctx, err)
+	}
+	t := time.NewTimer(b.opts.WhoTimeout)
+	defer t.Stop()
+	select {
+	case <-here:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, b.callErr(ctx, ctx.Err())
+	}
+}
+
+// routeResult sends a client's rpc result to the node that waits for it.
+func (b *Bus) routeResult(node, callID string, payload json.RawMessage) {
+	if node == b.opts.NodeID {
+		b.resolveCall(callID, payload)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.send(ctx, envelope{Kind: kindResult, Node: node, Call: callID, Frame: cmpRaw(payload)}); err != nil {
+		b.logger.Warn("rpc result not routed", "call_id", callID, "error", err)
+	}
+}
+
+// resolveCall hands a result to the waiting caller; the first one wins and
+// a late one is dropped.
+func (b *Bus) resolveCall(callID string, payload json.RawMessage) {
+	b.mu.Lock()
+	ch, ok := b.calls[callID]
+	delete(b.calls, callID)
+	b.mu.Unlock()
+	if ok {
+		ch <- cmpRaw(payload)
+	}
+}
+
+func (b *Bus) resolveWho(id string) {
+	b.mu.Lock()
+	ch, ok := b.whos[id]
+	b.mu.Unlock()
+	if ok {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
