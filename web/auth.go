@@ -29,7 +29,20 @@ type credentialsInput struct {
 }
 
 type authOutput struct {
-	Body authBody
+	// SetCookie carries an admin's session for the River UI (login only).
+	SetCookie string `header:"Set-Cookie" doc:"admins: River UI session cookie, HttpOnly, SameSite=Strict"`
+	Body      authBody
+}
+
+type loginInput struct {
+	Body   credentials
+	secure bool
+}
+
+// Resolve notes whether the client reached us over HTTPS, for the cookie.
+func (in *loginInput) Resolve(ctx huma.Context) []error {
+	in.secure = ctx.TLS() != nil || strings.EqualFold(ctx.Header("X-Forwarded-Proto"), "https")
+	return nil
 }
 
 type meOutput struct {
@@ -79,7 +92,7 @@ func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutpu
 // as long whether or not the account exists.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("switchboard-dummy-password"), bcrypt.DefaultCost)
 
-func (s *Server) login(ctx context.Context, in *credentialsInput) (*authOutput, error) {
+func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error) {
 	const wrong = "wrong email or password"
 	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(in.Body.Email))
 	if errors.Is(err, db.ErrNotFound) {
@@ -98,7 +111,11 @@ func (s *Server) login(ctx context.Context, in *credentialsInput) (*authOutput, 
 		}
 		u.Role = role
 	}
-	return s.authResponse(ctx, u)
+	out, err := s.authResponse(ctx, u)
+	if err == nil && u.Role == roleAdmin {
+		out.SetCookie = sessionCookieFor(out.Body.Token, out.Body.ExpiresAt, in.secure)
+	}
+	return out, err
 }
 
 func (s *Server) authResponse(ctx context.Context, u User) (*authOutput, error) {

@@ -12,10 +12,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/metrics"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // Options are the server's dependencies. Zero values mean defaults where a
@@ -45,6 +48,22 @@ type Options struct {
 	Events  EventPublisher
 	RPC     RPCCaller
 
+	// River inserts the jobs of manual task runs (InsertTx).
+	River *river.Client[pgx.Tx]
+	// WebhookAllowPrivate accepts webhook URLs on private addresses.
+	WebhookAllowPrivate bool
+	// TasksChanged is called after a task is created, changed or deleted
+	// (wakes this node's claim loop); optional.
+	TasksChanged func()
+	// RiverUI is the River UI handler, served at /riverui/ to admins only;
+	// nil serves nothing there.
+	RiverUI http.Handler
+	// RunEvents announces manual runs (task.run.queued) to their owner;
+	// optional.
+	RunEvents jobs.Publisher
+	// JobMetrics counts manual runs; optional.
+	JobMetrics *jobs.Metrics
+
 	// Cluster serves the operator routes (status, disconnect, drain) and
 	// Presence GET /v1/presence; nil leaves them out.
 	Cluster  clusterOperator
@@ -61,6 +80,8 @@ type Server struct {
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
+
+	basicCache *basicAuthCache
 }
 
 // New builds the router, the API and every route.
@@ -96,6 +117,8 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		registerTasks(api, s)
+		registerRuns(api, s)
 		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)
@@ -107,6 +130,9 @@ func New(opts Options) *Server {
 		if opts.Presence != nil {
 			registerPresence(api, s)
 		}
+	}
+	if opts.RiverUI != nil {
+		s.mountRiverUI(opts.RiverUI)
 	}
 	return s
 }

@@ -45,6 +45,7 @@ type app struct {
 	web      *web.Server
 	hub      *realtime.Hub // web replicas only
 	bus      *realtime.Bus
+	jobs     jobsParts
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
@@ -103,8 +104,13 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		return nil, err
 	}
 	a.buildRealtime()
+	a.buildJobs()
 	a.buildCluster()
 	if err := a.buildRiver(); err != nil {
+		a.closeDatabase()
+		return nil, err
+	}
+	if err := a.buildScheduling(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
@@ -116,6 +122,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		Cluster:    a.cluster, Presence: a.cluster,
 	}
 	a.realtimeWebOptions(&wopts)
+	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
 	a.wireCluster()
 	return a, nil
@@ -127,10 +134,9 @@ func (a *app) buildRiver() error {
 	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
-		rcfg, err = workers.RiverConfig(workers.Options{
-			Logger: a.logger, ClientID: a.nodeID,
-			Maintenance: append(a.maintenance, a.rateLimitPrune()),
-		})
+		wopts := a.workerOptions()
+		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune())
+		rcfg, err = workers.RiverConfig(wopts)
 		if err != nil {
 			return err
 		}
@@ -163,6 +169,9 @@ func (a *app) Start(ctx context.Context) error {
 			return fmt.Errorf("start river: %w", err)
 		}
 	}
+	if err := a.startScheduling(ctx); err != nil {
+		return err
+	}
 	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	go func() {
 		if err := a.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -175,8 +184,9 @@ func (a *app) Start(ctx context.Context) error {
 // Addr is the address the HTTP server listens on.
 func (a *app) Addr() string { return a.listener.Addr().String() }
 
-// Stop shuts down in order: drain (readiness fails, the claim loop stops,
-// sockets are told server.draining and new ones refused), let River finish
+// Stop shuts down in order: drain (readiness fails, the claim loop pauses,
+// sockets are told server.draining and new ones refused), stop the claim
+// loop, let River finish
 // running jobs (cancel them at the deadline) while requests are still
 // served, close the sockets, stop accepting and finish in-flight requests,
 // flush the bus, deregister from the cluster, close the pool, stop embedded
@@ -189,6 +199,7 @@ func (a *app) Stop() {
 	if a.clusterStarted {
 		a.cluster.DrainLocal(ctx)
 	}
+	a.stopScheduling()
 	a.stopRiver(ctx)
 	a.drainRealtime(ctx)
 	if a.http != nil {

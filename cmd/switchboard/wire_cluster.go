@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
+	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/workers"
 )
 
@@ -26,9 +30,25 @@ func (a *app) buildCluster() {
 			return cluster.AdvertiseAddr(a.cfg.AdvertiseAddr, []string{a.cfg.FlyPrivateIP, a.cfg.PodIP}, a.listener.Addr())
 		},
 		Secret: []byte(a.cfg.ClusterSecret), Sockets: sockets,
-		OnDrain: []func(){a.stopTakingJobs},
+		OnDrain: []func(){a.stopClaiming, a.stopTakingJobs},
+		Rescued: recordRescuedRuns,
 	})
 	a.maintenance = append(a.maintenance, a.clusterMaintenance())
+}
+
+// recordRescuedRuns puts the runs of task-run jobs rescued from a dead node
+// back to queued (or failed, attempts spent), in the rescue's transaction.
+func recordRescuedRuns(ctx context.Context, tx pgx.Tx, rescued []cluster.RescuedJob) error {
+	var runs []jobs.RescuedRun
+	for _, j := range rescued {
+		var args jobs.RunArgs
+		if j.Kind != args.Kind() || json.Unmarshal(j.Args, &args) != nil || args.RunID == "" {
+			continue
+		}
+		runs = append(runs, jobs.RescuedRun{RunID: args.RunID, DeadNode: j.DeadNode, Discarded: j.State == "discarded"})
+	}
+	_, err := jobs.RunsRescued(ctx, tx, runs)
+	return err
 }
 
 // clusterMaintenance removes nodes silent for over a minute (rescuing
@@ -51,6 +71,13 @@ type riverDrain struct {
 	stopping bool
 	cancel   context.CancelFunc
 	done     chan struct{}
+}
+
+// stopClaiming pauses this node's claim loop; the others claim the ticks.
+func (a *app) stopClaiming() {
+	if a.jobs.claimer != nil {
+		a.jobs.claimer.SetPaused(true)
+	}
 }
 
 // stopTakingJobs stops River fetching jobs on this node; running jobs

@@ -41,7 +41,8 @@ type Config struct {
 	UserRate         float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per user on authenticated /v1 routes"`
 	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
-	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private and link-local addresses"`
+	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
+	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -169,6 +170,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
+	}
+	if c.RunRetention != 0 && c.RunRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))
 	}
 	for _, o := range c.AllowedOrigins {
 		if err := validateOrigin(o); err != nil {

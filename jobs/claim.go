@@ -1,0 +1,396 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// ClaimerOptions configure a claim loop; zero values mean defaults.
+type ClaimerOptions struct {
+	DB     db.DB
+	River  *river.Client[pgx.Tx]
+	Logger *slog.Logger
+	// Metrics to record into; nil records nothing.
+	Metrics *Metrics
+	// Publisher announces task.run.queued to owners; nil announces nothing.
+	Publisher Publisher
+	// BatchSize is the most tasks one transaction claims; default 100.
+	BatchSize int
+	// MaxSleep is the longest the loop sleeps between claims; default 1s.
+	MaxSleep time.Duration
+	// StartJitter spreads replicas' first claims over [0, StartJitter);
+	// default 500ms.
+	StartJitter time.Duration
+	// CatchUp is how late a tick may be claimed and still get its own run.
+	// Ticks older than that were missed while no claimer ran: the oldest gets
+	// one run, the rest are counted as skipped. Default 10s.
+	CatchUp time.Duration
+}
+
+// Claimer is the claim loop of one worker replica. Every replica runs one;
+// there is no leader: FOR UPDATE SKIP LOCKED hands each due task to exactly
+// one of them per tick.
+type Claimer struct {
+	opts   ClaimerOptions
+	paused atomic.Bool
+	wake   chan struct{}
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	schedMu   sync.Mutex
+	schedules map[string]*Schedule
+
+	// beforeCommit runs inside the claim transaction; tests use it to die
+	// between claim and commit.
+	beforeCommit func(ctx context.Context, tx pgx.Tx) error
+}
+
+// NewClaimer builds a claim loop; Start runs it.
+func NewClaimer(opts ClaimerOptions) *Claimer {
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)).With("component", "claimer")
+	opts.BatchSize = cmp.Or(opts.BatchSize, 100)
+	opts.MaxSleep = cmp.Or(opts.MaxSleep, time.Second)
+	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
+	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
+	return &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
+}
+
+// Start launches the loop and returns at once. It runs until Stop.
+func (c *Claimer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return errors.New("claimer already started")
+	}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.done = make(chan struct{})
+	go c.loop(ctx, c.done)
+	return nil
+}
+
+// Stop ends the loop and waits for it; a claim in flight rolls back or
+// commits whole.
+func (c *Claimer) Stop() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel, c.done = nil, nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// SetPaused stops (true) or resumes (false) claiming without stopping the
+// loop: a draining node claims nothing new.
+func (c *Claimer) SetPaused(p bool) {
+	c.paused.Store(p)
+	c.Notify()
+}
+
+// Paused reports whether claiming is paused.
+func (c *Claimer) Paused() bool { return c.paused.Load() }
+
+// Notify wakes the loop early: a task was created or its schedule changed.
+func (c *Claimer) Notify() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Claimer) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	wait := rand.N(c.opts.StartJitter)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-c.wake:
+			t.Stop()
+		case <-t.C:
+		}
+		wait = c.round(ctx)
+	}
+}
+
+// round claims until no full batch remains and returns how long to sleep:
+// until the earliest due tick, at most MaxSleep.
+func (c *Claimer) round(ctx context.Context) time.Duration {
+	if c.Paused() {
+		return c.opts.MaxSleep
+	}
+	for {
+		n, err := c.ClaimOnce(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.opts.Logger.Error("claim due tasks", "error", err)
+			}
+			return c.opts.MaxSleep
+		}
+		if n < c.opts.BatchSize || ctx.Err() != nil || c.Paused() {
+			break
+		}
+	}
+	due, next, err := DueStats(ctx, c.opts.DB)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.opts.Logger.Warn("read due tasks", "error", err)
+		}
+		return c.opts.MaxSleep
+	}
+	c.opts.Metrics.backlog(due, max(-next, 0))
+	switch {
+	case next <= 0:
+		// Due but locked by another claimer's transaction: look again soon.
+		return 20 * time.Millisecond
+	case next > c.opts.MaxSleep:
+		return c.opts.MaxSleep
+	}
+	return next + time.Millisecond
+}
+
+// DueStats returns how many active tasks are due and how long until the
+// earliest tick (negative: how overdue it is; MaxInt64 without tasks).
+func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, err error) {
+	var secs *float64
+	err = q.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM tasks WHERE active AND next_run_at <= now()),
+		       EXTRACT(EPOCH FROM (SELECT min(next_run_at) FROM tasks WHERE active AND next_run_at IS NOT NULL) - now())::float8`).
+		Scan(&due, &secs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("due stats: %w", err)
+	}
+	if secs == nil {
+		return due, time.Duration(1<<63 - 1), nil
+	}
+	return due, time.Duration(*secs * float64(time.Second)), nil
+}
+
+// claimedTask is a locked due task and the run its tick gets.
+type claimedTask struct {
+	id, owner    string
+	maxAttempts  int
+	scheduledFor time.Time
+	nextRunAt    *time.Time
+	skipped      int
+}
+
+// ClaimOnce runs one claim transaction: lock up to BatchSize due tasks
+// (skipping rows other claimers hold), advance each next_run_at, insert each
+// tick's run (unless overlap skips it) and its River job, commit. Any error
+// rolls everything back: the ticks stay due for the next claim. It returns
+// how many tasks it claimed.
+func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
+	tx, err := c.opts.DB.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("claim: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	claimed, err := c.lockDue(ctx, tx)
+	if err != nil || len(claimed) == 0 {
+		return 0, err
+	}
+	runs, err := c.insertRuns(ctx, tx, claimed)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.enqueue(ctx, tx, claimed, runs); err != nil {
+		return 0, err
+	}
+	if c.beforeCommit != nil {
+		if err := c.beforeCommit(ctx, tx); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("claim: commit: %w", err)
+	}
+	c.recordClaim(ctx, claimed, runs)
+	return len(claimed), nil
+}
+
+func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id::text, owner_id::text, schedule, timezone, max_attempts, next_run_at, now()
+		FROM tasks
+		WHERE active AND next_run_at <= now()
+		ORDER BY next_run_at
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`, c.opts.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("claim: lock due tasks: %w", err)
+	}
+	var out []claimedTask
+	var spec, tz string
+	var due, now time.Time
+	var ct claimedTask
+	_, err = pgx.ForEachRow(rows, []any{&ct.id, &ct.owner, &spec, &tz, &ct.maxAttempts, &due, &now}, func() error {
+		s, err := c.schedule(spec, tz)
+		if err != nil {
+			// Stored schedules were validated; a zone dropped from the
+			// tz database is the one way here. Stop the task, loudly.
+			c.opts.Logger.Error("task schedule no longer parses; deactivating", "task_id", ct.id, "error", err)
+			ct.nextRunAt, ct.scheduledFor, ct.skipped = nil, due, 0
+		} else {
+			ct.scheduledFor, ct.nextRunAt, ct.skipped = advance(s, due, now, c.opts.CatchUp)
+		}
+		out = append(out, ct)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: lock due tasks: %w", err)
+	}
+	return out, nil
+}
+
+// maxFold bounds how many missed ticks advance counts one by one.
+const maxFold = 1_000_000
+
+// advance decides a claimed task's run and next tick. A tick at most catchUp
+// late runs on its own; the next one stays due if it is too (it is claimed
+// next round). An older tick was missed while no claimer ran: it gets the
+// one run, every later tick up to now is counted as skipped, and next_run_at
+// moves past now.
+func advance(s *Schedule, due, now time.Time, catchUp time.Duration) (scheduledFor time.Time, next *time.Time, skipped int) {
+	n := s.Next(due)
+	if now.Sub(due) > catchUp {
+		for !n.IsZero() && !n.After(now) {
+			skipped++
+			if skipped >= maxFold {
+				n = s.Next(now)
+				break
+			}
+			n = s.Next(n)
+		}
+	}
+	if n.IsZero() {
+		return due, nil, skipped
+	}
+	return due, &n, skipped
+}
+
+func (c *Claimer) schedule(spec, tz string) (*Schedule, error) {
+	key := spec + "\x00" + tz
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if s, ok := c.schedules[key]; ok {
+		return s, nil
+	}
+	s, err := ParseSchedule(spec, tz)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.schedules) > 10_000 {
+		c.schedules = map[string]*Schedule{}
+	}
+	c.schedules[key] = s
+	return s, nil
+}
+
+// insertRuns advances every claimed task and inserts the runs, in one
+// statement. The tasks are locked by this transaction, so the overlap check
+// (no run queued or running) cannot race a concurrent insert.
+func (c *Claimer) insertRuns(ctx context.Context, tx pgx.Tx, claimed []claimedTask) ([]Run, error) {
+	ids := make([]string, len(claimed))
+	ticks := make([]time.Time, len(claimed))
+	nexts := make([]*time.Time, len(claimed))
+	skipped := make([]int32, len(claimed))
+	for i, ct := range claimed {
+		ids[i], ticks[i], nexts[i], skipped[i] = ct.id, ct.scheduledFor, ct.nextRunAt, int32(ct.skipped)
+	}
+	rows, err := tx.Query(ctx, `
+		WITH input AS (
+			SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::int[]) AS i(task_id, tick, next_run_at, skipped)
+		),
+		inserted AS (
+			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
+			SELECT i.task_id, 'schedule', i.tick, i.skipped
+			FROM input i JOIN tasks t ON t.id = i.task_id
+			WHERE t.overlap = 'allow' OR NOT EXISTS (
+				SELECT 1 FROM task_runs a WHERE a.task_id = i.task_id AND a.status IN ('queued', 'running'))
+			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+			RETURNING `+runColumns+`
+		),
+		advanced AS (
+			UPDATE tasks t SET
+				next_run_at = i.next_run_at,
+				active = t.active AND i.next_run_at IS NOT NULL,
+				skipped_ticks = t.skipped_ticks + i.skipped + (r.id IS NULL)::int,
+				run_count = t.run_count + (r.id IS NOT NULL)::int,
+				last_run_at = CASE WHEN r.id IS NULL THEN t.last_run_at ELSE now() END
+			FROM input i LEFT JOIN inserted r ON r.task_id::uuid = i.task_id
+			WHERE t.id = i.task_id
+		)
+		SELECT * FROM inserted`, ids, ticks, nexts, skipped)
+	if err != nil {
+		return nil, fmt.Errorf("claim: insert runs: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var r Run
+		return r, row.Scan(runDest(&r)...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: insert runs: %w", err)
+	}
+	return runs, nil
+}
+
+func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask, runs []Run) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	attempts := make(map[string]int, len(claimed))
+	for _, ct := range claimed {
+		attempts[ct.id] = ct.maxAttempts
+	}
+	params := make([]river.InsertManyParams, len(runs))
+	for i, r := range runs {
+		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: runInsertOpts(attempts[r.TaskID])}
+	}
+	if _, err := c.opts.River.InsertManyFastTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("claim: enqueue runs: %w", err)
+	}
+	return nil
+}
+
+// recordClaim counts what was committed and announces the queued runs.
+func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs []Run) {
+	m := c.opts.Metrics
+	m.claimed(len(claimed))
+	m.RunStatus(StatusQueued, len(runs))
+	missed := 0
+	for _, ct := range claimed {
+		missed += ct.skipped
+	}
+	m.skippedTicks("missed", missed)
+	m.skippedTicks("overlap", len(claimed)-len(runs))
+	if c.opts.Publisher == nil {
+		return
+	}
+	owners := make(map[string]string, len(claimed))
+	for _, ct := range claimed {
+		owners[ct.id] = ct.owner
+	}
+	for _, r := range runs {
+		if err := c.opts.Publisher.PublishUser(ctx, owners[r.TaskID], EventName(StatusQueued), r); err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("publish run event", "run_id", r.ID, "error", err)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package jobs
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Page asks for one page of a newest-first listing.
+type Page struct {
+	Limit  int    // 1..MaxLimit; 0 means DefaultLimit
+	Cursor string // next_cursor of the previous page; "" for the first
+}
+
+// Page sizes.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 100
+)
+
+// ErrBadCursor is a cursor this service did not hand out.
+var ErrBadCursor = errors.New("cursor is invalid: pass next_cursor from the previous page unchanged")
+
+// cursor is the position after the last item of a page: (created_at, id)
+// of that item, in the order the listing uses.
+type cursor struct {
+	createdAt time.Time
+	id        string
+}
+
+func (p Page) limit() int {
+	if p.Limit <= 0 {
+		return DefaultLimit
+	}
+	return min(p.Limit, MaxLimit)
+}
+
+// decode returns the position to continue from; the zero cursor for the
+// first page, with a far-future time so every row is "before" it.
+func (p Page) decode() (cursor, error) {
+	if p.Cursor == "" {
+		return cursor{createdAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), id: "ffffffff-ffff-ffff-ffff-ffffffffffff"}, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+	if err != nil {
+		return cursor{}, ErrBadCursor
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return cursor{}, ErrBadCursor
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || uuid.Validate(id) != nil {
+		return cursor{}, ErrBadCursor
+	}
+	return cursor{createdAt: t, id: id}, nil
+}
+
+func encodeCursor(createdAt time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + id))
+}

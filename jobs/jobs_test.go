@@ -1,0 +1,124 @@
+package jobs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	river *river.Client[pgx.Tx]
+	owner string
+}
+
+// setup gives a test its own database (claims see every due task in it),
+// an insert-only River client and a user.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{pool: pool, river: client, owner: createUser(t, pool)}
+}
+
+func createUser(t *testing.T, q db.DB) string {
+	t.Helper()
+	var id string
+	err := q.QueryRow(context.Background(), `INSERT INTO users (email, password_hash) VALUES ($1, 'x') RETURNING id::text`,
+		uuid.NewString()+"@example.com").Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// task creates an active publish task due at its first tick; mods adjust it.
+func (b *testBundle) task(t *testing.T, mods ...func(*Task)) Task {
+	t.Helper()
+	task := Task{OwnerID: b.owner, Name: "tick", Schedule: "@every 1s", Active: true,
+		Action: Action{Type: ActionPublish, Event: "tick"}}
+	for _, m := range mods {
+		m(&task)
+	}
+	if err := task.Normalize(false); err != nil {
+		t.Fatal(err)
+	}
+	out, err := CreateTask(context.Background(), b.pool, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dueAt moves a task's next tick.
+func (b *testBundle) dueAt(t *testing.T, id string, at time.Time) {
+	t.Helper()
+	if _, err := b.pool.Exec(context.Background(), `UPDATE tasks SET next_run_at = $2 WHERE id = $1`, id, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *testBundle) get(t *testing.T, id string) Task {
+	t.Helper()
+	task, err := GetTask(context.Background(), b.pool, b.owner, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func (b *testBundle) runs(t *testing.T, taskID string) []Run {
+	t.Helper()
+	runs, _, err := ListRuns(context.Background(), b.pool, b.owner, taskID, Page{Limit: MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+// jobsFor counts River jobs enqueued for a run.
+func (b *testBundle) jobsFor(t *testing.T, runID string) (n, maxAttempts int) {
+	t.Helper()
+	err := b.pool.QueryRow(context.Background(), `
+		SELECT count(*), coalesce(max(max_attempts), 0) FROM river_job WHERE kind = 'task_run' AND args->>'run_id' = $1`, runID).
+		Scan(&n, &maxAttempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, maxAttempts
+}
+
+func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

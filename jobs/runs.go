@@ -1,0 +1,227 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Run statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Run triggers.
+const (
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+)
+
+// Run is one execution of a task, as the API shows it.
+type Run struct {
+	ID              string     `json:"id" format:"uuid"`
+	TaskID          string     `json:"task_id" format:"uuid"`
+	Status          string     `json:"status" enum:"queued,running,succeeded,failed,cancelled"`
+	Trigger         string     `json:"trigger" enum:"schedule,manual"`
+	ScheduledFor    time.Time  `json:"scheduled_for"`
+	StartedAt       *time.Time `json:"started_at"`
+	FinishedAt      *time.Time `json:"finished_at"`
+	Attempt         int        `json:"attempt"`
+	DurationMS      *int64     `json:"duration_ms"`
+	HTTPStatus      *int       `json:"http_status"`
+	Error           *string    `json:"error"`
+	ResponseExcerpt *string    `json:"response_excerpt"`
+	SkippedTicks    int        `json:"skipped_ticks" doc:"earlier ticks folded into this run because no worker ran at the time"`
+	CreatedAt       time.Time  `json:"created_at"`
+}
+
+const runColumns = `r.id::text, r.task_id::text, r.status, r.trigger, r.scheduled_for, r.started_at, r.finished_at,
+	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks, r.created_at`
+
+func runDest(r *Run) []any {
+	return []any{&r.ID, &r.TaskID, &r.Status, &r.Trigger, &r.ScheduledFor, &r.StartedAt, &r.FinishedAt,
+		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks, &r.CreatedAt}
+}
+
+// ErrRunActive is returned by TriggerRun when the task's overlap policy is
+// skip and one of its runs is queued or running. It wraps db.ErrConflict.
+var ErrRunActive = fmt.Errorf("%w: a run of this task is already queued or running (overlap is skip)", db.ErrConflict)
+
+// TriggerRun creates a manual run of the owner's task and its job in one
+// transaction. The task row is locked first, so the overlap check and the
+// insert cannot interleave with a claim or another trigger.
+func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string) (Run, error) {
+	if uuid.Validate(taskID) != nil {
+		return Run{}, db.ErrNotFound
+	}
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger run: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var maxAttempts int
+	err = tx.QueryRow(ctx, `SELECT max_attempts FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, taskID, ownerID).Scan(&maxAttempts)
+	if err != nil {
+		return Run{}, db.Translate(err)
+	}
+	var run Run
+	err = tx.QueryRow(ctx, `
+		WITH task AS (
+			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $1 RETURNING overlap
+		)
+		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
+		SELECT $1, 'manual', now() FROM task
+		-- why: conditional insert, no read-then-write; the row lock above
+		-- serialises it with claims and other triggers.
+		WHERE task.overlap = 'allow' OR NOT EXISTS (
+			SELECT 1 FROM task_runs a WHERE a.task_id = $1 AND a.status IN ('queued', 'running'))
+		RETURNING `+runColumns, taskID).Scan(runDest(&run)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrRunActive
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger run: %w", err)
+	}
+	if _, err := client.InsertTx(ctx, tx, RunArgs{RunID: run.ID, TaskID: taskID}, runInsertOpts(maxAttempts)); err != nil {
+		return Run{}, fmt.Errorf("trigger run: enqueue: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Run{}, fmt.Errorf("trigger run: %w", err)
+	}
+	return run, nil
+}
+
+// GetRun returns a run of one of the owner's tasks.
+func GetRun(ctx context.Context, q db.DB, ownerID, id string) (Run, error) {
+	if uuid.Validate(id) != nil {
+		return Run{}, db.ErrNotFound
+	}
+	var r Run
+	err := q.QueryRow(ctx, `
+		SELECT `+runColumns+` FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE r.id = $1 AND t.owner_id = $2`, id, ownerID).Scan(runDest(&r)...)
+	return r, db.Translate(err)
+}
+
+// ListRuns returns a page of the runs of the owner's task, newest first.
+func ListRuns(ctx context.Context, q db.DB, ownerID, taskID string, p Page) ([]Run, string, error) {
+	c, err := p.decode()
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := GetTask(ctx, q, ownerID, taskID); err != nil {
+		return nil, "", err
+	}
+	rows, err := q.Query(ctx, `
+		SELECT `+runColumns+` FROM task_runs r
+		WHERE r.task_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
+		ORDER BY r.created_at DESC, r.id DESC
+		LIMIT $4`, taskID, c.createdAt, c.id, p.limit()+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var r Run
+		return r, row.Scan(runDest(&r)...)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	items = nonNil(items)
+	if len(items) <= p.limit() {
+		return items, "", nil
+	}
+	items = items[:p.limit()]
+	last := items[len(items)-1]
+	return items, encodeCursor(last.CreatedAt, last.ID), nil
+}
+
+// RunContext is what the run worker needs: the run and its task.
+type RunContext struct {
+	Run  Run
+	Task Task
+	// SigningSecret of the task (never part of Task's JSON after create).
+	SigningSecret string
+}
+
+// StartRun marks a queued (or interrupted running) run as running for the
+// given attempt and returns it with its task. db.ErrNotFound means there is
+// nothing to do: the task was deleted or the run already finished.
+func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunContext, error) {
+	var rc RunContext
+	dest := append(runDest(&rc.Run), &rc.SigningSecret)
+	dest = append(dest, taskDest(&rc.Task)...)
+	err := q.QueryRow(ctx, `
+		UPDATE task_runs r SET status = 'running', attempt = $2, started_at = now(), finished_at = NULL
+		FROM tasks t
+		WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
+		RETURNING `+runColumns+`, t.signing_secret, `+taskColumns, runID, attempt).Scan(dest...)
+	return rc, db.Translate(err)
+}
+
+// Outcome is the result of one attempt.
+type Outcome struct {
+	Status     string // succeeded, failed, or queued (a retry follows)
+	HTTPStatus int    // 0: none
+	Error      string // "": none
+	Excerpt    string // "": none
+	Duration   time.Duration
+}
+
+// FinishAttempt records an attempt's outcome and returns the run. A run
+// going back to queued keeps its error so users see why it is retried.
+func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
+	var r Run
+	err := q.QueryRow(ctx, `
+		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
+			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END
+		WHERE r.id = $1
+		RETURNING `+runColumns,
+		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds()).Scan(runDest(&r)...)
+	if err != nil {
+		return Run{}, fmt.Errorf("finish run attempt: %w", db.Translate(err))
+	}
+	return r, nil
+}
+
+func nilIfZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+func taskDest(t *Task) []any {
+	return []any{&t.ID, &t.OwnerID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
+		&t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
+}
+
+// PruneRuns deletes finished runs older than retention, in batches so a
+// large backlog never holds long locks. It returns how many it deleted.
+func PruneRuns(ctx context.Context, q db.DB, retention time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := q.Exec(ctx, `
+			DELETE FROM task_runs WHERE id IN (
+				SELECT id FROM task_runs WHERE finished_at < now() - make_interval(secs => $1) LIMIT 5000)`, retention.Seconds())
+		if err != nil {
+			return total, fmt.Errorf("prune runs: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < 5000 {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package jobs
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+)
+
+// Action types.
+const (
+	ActionWebhook = "webhook"
+	ActionPublish = "publish"
+)
+
+// Overlap policies.
+const (
+	OverlapSkip  = "skip"
+	OverlapAllow = "allow"
+)
+
+// Defaults and limits of task fields.
+const (
+	DefaultMaxAttempts    = 3
+	MaxMaxAttempts        = 25
+	DefaultTimeoutSeconds = 30
+	MaxTimeoutSeconds     = 600
+)
+
+// Action is what a run does: call a webhook or publish a realtime event.
+type Action struct {
+	Type string `json:"type" enum:"webhook,publish" doc:"webhook calls url; publish sends event to room, or to the task's owner"`
+	// webhook
+	URL     string            `json:"url,omitempty" doc:"webhook: http(s) URL to call" maxLength:"2048"`
+	Method  string            `json:"method,omitempty" doc:"webhook: HTTP method, default POST" enum:"GET,POST,PUT,PATCH,DELETE"`
+	Headers map[string]string `json:"headers,omitempty" doc:"webhook: extra request headers"`
+	Body    json.RawMessage   `json:"body,omitempty" doc:"webhook: JSON body to send; default: the run's id, task id and tick"`
+	// publish
+	Event   string          `json:"event,omitempty" doc:"publish: event name" maxLength:"100"`
+	Payload json.RawMessage `json:"payload,omitempty" doc:"publish: event payload"`
+	Room    string          `json:"room,omitempty" doc:"publish: room to publish to; default the task's owner" maxLength:"200"`
+}
+
+// Task is a user's scheduled job, as the API shows it.
+type Task struct {
+	ID             string     `json:"id" format:"uuid"`
+	OwnerID        string     `json:"-"`
+	Name           string     `json:"name"`
+	Schedule       string     `json:"schedule"`
+	Timezone       string     `json:"timezone"`
+	Action         Action     `json:"action"`
+	Active         bool       `json:"active"`
+	Overlap        string     `json:"overlap" enum:"skip,allow"`
+	MaxAttempts    int        `json:"max_attempts"`
+	TimeoutSeconds int        `json:"timeout_seconds"`
+	SigningSecret  string     `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create"`
+	NextRunAt      *time.Time `json:"next_run_at"`
+	LastRunAt      *time.Time `json:"last_run_at"`
+	RunCount       int64      `json:"run_count"`
+	SkippedTicks   int64      `json:"skipped_ticks" doc:"ticks that produced no run: missed while no worker ran, or skipped because a run was still active"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// ValidationError is bad task input; its message says which field and why.
+type ValidationError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ValidationError) Error() string { return e.Msg }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Normalize fills defaults and checks every field of t; the error is a
+// *ValidationError. allowPrivate relaxes the webhook URL check.
+func (t *Task) Normalize(allowPrivate bool) error {
+	t.Name = strings.TrimSpace(t.Name)
+	if t.Name == "" || len(t.Name) > 200 {
+		return invalid("name", "name must be 1 to 200 characters")
+	}
+	t.Schedule = strings.TrimSpace(t.Schedule)
+	t.Timezone = strings.TrimSpace(t.Timezone)
+	if t.Timezone == "" {
+		t.Timezone = "UTC"
+	}
+	if _, err := LoadTimezone(t.Timezone); err != nil {
+		return invalid("timezone", "%v", err)
+	}
+	if _, err := ParseSchedule(t.Schedule, t.Timezone); err != nil {
+		return invalid("schedule", "%v", err)
+	}
+	switch t.Overlap {
+	case "":
+		t.Overlap = OverlapSkip
+	case OverlapSkip, OverlapAllow:
+	default:
+		return invalid("overlap", "overlap must be skip or allow, got %q", t.Overlap)
+	}
+	if t.MaxAttempts == 0 {
+		t.MaxAttempts = DefaultMaxAttempts
+	}
+	if t.MaxAttempts < 1 || t.MaxAttempts > MaxMaxAttempts {
+		return invalid("max_attempts", "max_attempts must be 1 to %d", MaxMaxAttempts)
+	}
+	if t.TimeoutSeconds == 0 {
+		t.TimeoutSeconds = DefaultTimeoutSeconds
+	}
+	if t.TimeoutSeconds < 1 || t.TimeoutSeconds > MaxTimeoutSeconds {
+		return invalid("timeout_seconds", "timeout_seconds must be 1 to %d", MaxTimeoutSeconds)
+	}
+	return t.Action.normalize(allowPrivate)
+}
+
+// reservedEvents are event-name prefixes the service itself uses.
+var reservedEvents = []string{"task.", "rpc.", "server.", "room."}
+
+// forbiddenHeaders are set by the webhook client and cannot be overridden.
+var forbiddenHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection"}
+
+func (a *Action) normalize(allowPrivate bool) error {
+	switch a.Type {
+	case ActionWebhook:
+		return a.normalizeWebhook(allowPrivate)
+	case ActionPublish:
+		return a.normalizePublish()
+	case "":
+		return invalid("action.type", "action.type is required: webhook or publish")
+	}
+	return invalid("action.type", "action.type must be webhook or publish, got %q", a.Type)
+}
+
+func (a *Action) normalizeWebhook(allowPrivate bool) error {
+	if a.Event != "" || len(nullToNil(a.Payload)) > 0 || a.Room != "" {
+		return invalid("action", "a webhook action takes url, method, headers and body; event, payload and room belong to publish")
+	}
+	a.URL = strings.TrimSpace(a.URL)
+	if err := CheckWebhookURL(a.URL, allowPrivate); err != nil {
+		return invalid("action.url", "%v", err)
+	}
+	a.Method = strings.ToUpper(strings.TrimSpace(a.Method))
+	switch a.Method {
+	case "":
+		a.Method = http.MethodPost
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return invalid("action.method", "action.method must be GET, POST, PUT, PATCH or DELETE, got %q", a.Method)
+	}
+	if len(a.Headers) > 50 {
+		return invalid("action.headers", "action.headers has more than 50 entries")
+	}
+	for k, v := range a.Headers {
+		if err := checkHeader(k, v); err != nil {
+			return err
+		}
+	}
+	a.Body = nullToNil(a.Body)
+	if len(a.Body) > maxJSON {
+		return invalid("action.body", "action.body must be at most 64 KiB of JSON")
+	}
+	return nil
+}
+
+func checkHeader(k, v string) error {
+	canon := textproto.CanonicalMIMEHeaderKey(k)
+	switch {
+	case k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}"):
+		return invalid("action.headers", "action.headers: %q is not a valid header name", k)
+	case strings.ContainsAny(v, "\r\n\x00"):
+		return invalid("action.headers", "action.headers[%s]: values cannot contain line breaks", k)
+	case strings.HasPrefix(strings.ToLower(k), "webhook-"):
+		return invalid("action.headers", "action.headers[%s]: webhook-* headers are set by the signer", k)
+	}
+	for _, f := range forbiddenHeaders {
+		if canon == f {
+			return invalid("action.headers", "action.headers[%s]: this header is set by the HTTP client", k)
+		}
+	}
+	return nil
+}
+
+func (a *Action) normalizePublish() error {
+	if a.URL != "" || a.Method != "" || len(a.Headers) > 0 || len(nullToNil(a.Body)) > 0 {
+		return invalid("action", "a publish action takes event, payload and room; url, method, headers and body belong to webhook")
+	}
+	a.Event = strings.TrimSpace(a.Event)
+	if a.Event == "" || len(a.Event) > 100 {
+		return invalid("action.event", "action.event must be 1 to 100 characters")
+	}
+	for _, p := range reservedEvents {
+		if strings.HasPrefix(a.Event, p) {
+			return invalid("action.event", "action.event %q: names starting %s are reserved", a.Event, strings.Join(reservedEvents, ", "))
+		}
+	}
+	a.Payload = nullToNil(a.Payload)
+	if len(a.Payload) > maxJSON {
+		return invalid("action.payload", "action.payload must be at most 64 KiB of JSON")
+	}
+	a.Room = strings.TrimSpace(a.Room)
+	return nil
+}
+
+// NewSigningSecret returns a Standard Webhooks secret: whsec_ and 32 random
+// bytes in base64.
+func NewSigningSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// SigningKey decodes a whsec_ secret into the HMAC key.
+func SigningKey(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil || len(key) == 0 {
+		return nil, errors.New("signing secret is not whsec_<base64>")
+	}
+	return key, nil
+}
+
+const maxJSON = 64 << 10
+
+func nullToNil(m json.RawMessage) json.RawMessage {
+	if s := strings.TrimSpace(string(m)); s == "" || s == "null" {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,212 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+const taskColumns = `t.id::text, t.owner_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
+	t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
+
+func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
+
+// nextRun is the first tick after now, or nil for an inactive task.
+func nextRun(t *Task, now time.Time) (*time.Time, error) {
+	if !t.Active {
+		return nil, nil
+	}
+	s, err := ParseSchedule(t.Schedule, t.Timezone)
+	if err != nil {
+		return nil, invalid("schedule", "%v", err)
+	}
+	n := s.Next(now)
+	return &n, nil
+}
+
+// CreateTask stores a normalized task for its owner with a new signing
+// secret, due at its first tick. The returned task carries the secret.
+func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
+	next, err := nextRun(&t, time.Now())
+	if err != nil {
+		return Task{}, err
+	}
+	secret := NewSigningSecret()
+	var out Task
+	err = scanTask(q.QueryRow(ctx, `
+		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		RETURNING `+taskColumns,
+		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next), &out)
+	if err != nil {
+		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
+	}
+	out.SigningSecret = secret
+	return out, nil
+}
+
+// GetTask returns the owner's task; another owner's id is db.ErrNotFound.
+func GetTask(ctx context.Context, q db.DB, ownerID, id string) (Task, error) {
+	if uuid.Validate(id) != nil {
+		return Task{}, db.ErrNotFound
+	}
+	var t Task
+	err := scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.owner_id = $2`, id, ownerID), &t)
+	return t, db.Translate(err)
+}
+
+// ListTasks returns a page of the owner's tasks, newest first, and the
+// cursor of the next page ("" after the last).
+func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, string, error) {
+	c, err := p.decode()
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := q.Query(ctx, `
+		SELECT `+taskColumns+` FROM tasks t
+		WHERE t.owner_id = $1 AND (t.created_at, t.id) < ($2, $3::uuid)
+		ORDER BY t.created_at DESC, t.id DESC
+		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list tasks: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) {
+		var t Task
+		return t, scanTask(r, &t)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list tasks: %w", err)
+	}
+	items = nonNil(items)
+	if len(items) <= p.limit() {
+		return items, "", nil
+	}
+	items = items[:p.limit()]
+	last := items[len(items)-1]
+	return items, encodeCursor(last.CreatedAt, last.ID), nil
+}
+
+// TaskPatch is a partial update; nil fields stay as they are.
+type TaskPatch struct {
+	Name           *string
+	Schedule       *string
+	Timezone       *string
+	Action         *Action
+	Active         *bool
+	Overlap        *string
+	MaxAttempts    *int
+	TimeoutSeconds *int
+}
+
+func (p TaskPatch) apply(t *Task) (reschedule bool) {
+	set(&t.Name, p.Name)
+	if p.Action != nil {
+		t.Action = *p.Action
+	}
+	set(&t.Overlap, p.Overlap)
+	set(&t.MaxAttempts, p.MaxAttempts)
+	set(&t.TimeoutSeconds, p.TimeoutSeconds)
+	reschedule = set(&t.Schedule, p.Schedule)
+	reschedule = set(&t.Timezone, p.Timezone) || reschedule
+	return set(&t.Active, p.Active) || reschedule
+}
+
+// set copies *v into *dst when v is given and reports whether it changed.
+func set[T comparable](dst *T, v *T) bool {
+	if v == nil || *dst == *v {
+		if v != nil {
+			*dst = *v
+		}
+		return false
+	}
+	*dst = *v
+	return true
+}
+
+// UpdateTask applies a patch to the owner's task. A changed schedule,
+// timezone or active flag recomputes next_run_at from now; other edits keep
+// a pending tick. The row is locked while it is read, checked and written.
+func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, allowPrivate bool) (Task, error) {
+	if uuid.Validate(id) != nil {
+		return Task{}, db.ErrNotFound
+	}
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return Task{}, fmt.Errorf("update task: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var t Task
+	err = scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.owner_id = $2 FOR UPDATE`, id, ownerID), &t)
+	if err != nil {
+		return Task{}, db.Translate(err)
+	}
+	reschedule := p.apply(&t)
+	if err := t.Normalize(allowPrivate); err != nil {
+		return Task{}, err
+	}
+	next := t.NextRunAt
+	if reschedule {
+		if next, err = nextRun(&t, time.Now()); err != nil {
+			return Task{}, err
+		}
+	}
+	var out Task
+	err = scanTask(tx.QueryRow(ctx, `
+		UPDATE tasks t SET name = $3, schedule = $4, timezone = $5, action = $6, active = $7, overlap = $8,
+			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, updated_at = now()
+		WHERE t.id = $1 AND t.owner_id = $2
+		RETURNING `+taskColumns,
+		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next), &out)
+	if err != nil {
+		return Task{}, fmt.Errorf("update task: %w", db.Translate(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Task{}, fmt.Errorf("update task: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteTask removes the owner's task and its runs. Jobs already queued for
+// its runs find nothing to do.
+func DeleteTask(ctx context.Context, q db.DB, ownerID, id string) error {
+	if uuid.Validate(id) != nil {
+		return db.ErrNotFound
+	}
+	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID)
+	if err != nil {
+		return fmt.Errorf("delete task: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return db.ErrNotFound
+	}
+	return nil
+}
+
+// DeactivateTask stops scheduling a task (a webhook answered 410 Gone).
+func DeactivateTask(ctx context.Context, q db.DB, id string) error {
+	_, err := q.Exec(ctx, `UPDATE tasks SET active = false, next_run_at = NULL, updated_at = now() WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("deactivate task: %w", err)
+	}
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// IsValidation reports whether err is bad input (*ValidationError).
+func IsValidation(err error) (*ValidationError, bool) {
+	var v *ValidationError
+	ok := errors.As(err, &v)
+	return v, ok
+}

@@ -1,0 +1,151 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// sessionCookie carries an admin's access token to the River UI, whose own
+// API calls send no Authorization header. It is set at login, HttpOnly,
+// SameSite=Strict, and scoped to /riverui.
+const sessionCookie = "switchboard_session"
+
+const riverUIPath = "/riverui"
+
+// mountRiverUI serves the River UI at /riverui/ to admins: by the session
+// cookie, a bearer token, or HTTP basic auth with an admin's email and
+// password. Anyone else gets 401 (with a basic-auth challenge) or 403.
+func (s *Server) mountRiverUI(h http.Handler) {
+	s.basicCache = &basicAuthCache{entries: map[[32]byte]basicAuthEntry{}}
+	s.router.Get(riverUIPath, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, riverUIPath+"/", http.StatusMovedPermanently)
+	})
+	s.router.Handle(riverUIPath+"/*", s.adminOnly(h))
+}
+
+func (s *Server) adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.operator(r)
+		switch {
+		case errors.Is(err, errNoCredentials):
+			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
+			writeProblem(w, http.StatusUnauthorized, "log in as an admin: POST /v1/auth/login sets the session cookie, or use HTTP basic auth with an admin's email and password")
+			return
+		case err != nil:
+			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
+			writeProblem(w, http.StatusUnauthorized, err.Error())
+			return
+		case !p.IsAdmin():
+			writeProblem(w, http.StatusForbidden, "the River UI is for admins only")
+			return
+		case !sameOrigin(r):
+			writeProblem(w, http.StatusForbidden, "cross-site request refused")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+var errNoCredentials = errors.New("no credentials")
+
+// operator authenticates a River UI request.
+func (s *Server) operator(r *http.Request) (Principal, error) {
+	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return s.tokens.verify(strings.TrimSpace(raw))
+	}
+	if email, password, ok := r.BasicAuth(); ok {
+		return s.basicAuth(r.Context(), email, password)
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+		p, err := s.tokens.verify(c.Value)
+		if err != nil {
+			return Principal{}, errors.New("the session has expired; log in again")
+		}
+		return p, nil
+	}
+	return Principal{}, errNoCredentials
+}
+
+// basicAuth checks an email and password like login does. Successes are
+// cached for a minute so the UI's polling does not run bcrypt every time.
+func (s *Server) basicAuth(ctx context.Context, email, password string) (Principal, error) {
+	const wrong = "wrong email or password"
+	key := sha256.Sum256([]byte(strings.ToLower(email) + "\x00" + password))
+	if p, ok := s.basicCache.get(key); ok {
+		return p, nil
+	}
+	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(email))
+	if err != nil {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return Principal{}, errors.New(wrong)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		return Principal{}, errors.New(wrong)
+	}
+	p := Principal{UserID: u.ID, Role: s.roleFor(u.Email)}
+	s.basicCache.put(key, p)
+	return p, nil
+}
+
+// sameOrigin refuses state-changing requests a browser sent from another
+// site (basic-auth credentials are sent cross-site; the cookie is not).
+func sameOrigin(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		return err == nil && u.Host == r.Host
+	}
+	return true
+}
+
+type basicAuthEntry struct {
+	p       Principal
+	expires time.Time
+}
+
+type basicAuthCache struct {
+	mu      sync.Mutex
+	entries map[[32]byte]basicAuthEntry
+}
+
+func (c *basicAuthCache) get(key [32]byte) (Principal, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || time.Now().After(e.expires) {
+		return Principal{}, false
+	}
+	return e.p, true
+}
+
+func (c *basicAuthCache) put(key [32]byte, p Principal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= 1000 {
+		c.entries = map[[32]byte]basicAuthEntry{}
+	}
+	c.entries[key] = basicAuthEntry{p: p, expires: time.Now().Add(time.Minute)}
+}
+
+// sessionCookieFor is the Set-Cookie value login sends an admin.
+func sessionCookieFor(token string, expires time.Time, secure bool) string {
+	c := http.Cookie{
+		Name: sessionCookie, Value: token, Path: riverUIPath, Expires: expires,
+		MaxAge: int(time.Until(expires).Seconds()), HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode,
+	}
+	return c.String()
+}

@@ -1,0 +1,175 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/switchboard/switchboard/jobs"
+)
+
+type taskCreateBody struct {
+	Name           string      `json:"name" minLength:"1" maxLength:"200"`
+	Schedule       string      `json:"schedule" maxLength:"200" doc:"5-field cron, 6-field cron with leading seconds, a descriptor such as @hourly, or @every <duration> (at least 1s)" example:"*/5 * * * *"`
+	Timezone       string      `json:"timezone,omitempty" maxLength:"64" doc:"IANA zone the schedule is read in; default UTC" example:"Europe/Paris"`
+	Action         jobs.Action `json:"action"`
+	Active         *bool       `json:"active,omitempty" doc:"default true"`
+	Overlap        string      `json:"overlap,omitempty" enum:"skip,allow" doc:"skip (default): no new run while one is queued or running"`
+	MaxAttempts    int         `json:"max_attempts,omitempty" minimum:"1" maximum:"25" doc:"tries per run, default 3"`
+	TimeoutSeconds int         `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600" doc:"per attempt, default 30"`
+}
+
+type taskPatchBody struct {
+	Name           *string      `json:"name,omitempty" minLength:"1" maxLength:"200"`
+	Schedule       *string      `json:"schedule,omitempty" maxLength:"200"`
+	Timezone       *string      `json:"timezone,omitempty" maxLength:"64"`
+	Action         *jobs.Action `json:"action,omitempty"`
+	Active         *bool        `json:"active,omitempty"`
+	Overlap        *string      `json:"overlap,omitempty" enum:"skip,allow"`
+	MaxAttempts    *int         `json:"max_attempts,omitempty" minimum:"1" maximum:"25"`
+	TimeoutSeconds *int         `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600"`
+}
+
+type taskCreateInput struct {
+	Body taskCreateBody
+}
+
+type taskPatchInput struct {
+	ID   string `path:"id" doc:"task id"`
+	Body taskPatchBody
+}
+
+type taskIDInput struct {
+	ID string `path:"id" doc:"task id"`
+}
+
+type taskListInput struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
+}
+
+type taskOutput struct {
+	Body jobs.Task
+}
+
+type taskList struct {
+	Items      []jobs.Task `json:"items"`
+	NextCursor *string     `json:"next_cursor" doc:"null on the last page"`
+}
+
+type taskListOutput struct {
+	Body taskList
+}
+
+func registerTasks(api huma.API, s *Server) {
+	tags := []string{"Tasks"}
+	huma.Register(api, huma.Operation{
+		OperationID: "task-create", Method: http.MethodPost, Path: "/v1/tasks",
+		Summary: "Create a task", Tags: tags, Security: bearer, DefaultStatus: http.StatusCreated,
+		Description: "The response carries the task's signing_secret (whsec_…) once; webhook calls are signed with it per the Standard Webhooks spec.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+	}, s.createTask)
+	huma.Register(api, huma.Operation{
+		OperationID: "task-list", Method: http.MethodGet, Path: "/v1/tasks",
+		Summary: "List your tasks, newest first", Tags: tags, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+	}, s.listTasks)
+	huma.Register(api, huma.Operation{
+		OperationID: "task-get", Method: http.MethodGet, Path: "/v1/tasks/{id}",
+		Summary: "Get a task", Tags: tags, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
+	}, s.getTask)
+	huma.Register(api, huma.Operation{
+		OperationID: "task-update", Method: http.MethodPatch, Path: "/v1/tasks/{id}",
+		Summary: "Change some fields of a task", Tags: tags, Security: bearer,
+		Description: "Changing schedule, timezone or active recomputes next_run_at.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, s.updateTask)
+	huma.Register(api, huma.Operation{
+		OperationID: "task-delete", Method: http.MethodDelete, Path: "/v1/tasks/{id}",
+		Summary: "Delete a task and its runs", Tags: tags, Security: bearer, DefaultStatus: http.StatusNoContent,
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
+	}, s.deleteTask)
+}
+
+func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutput, error) {
+	b := in.Body
+	t := jobs.Task{
+		OwnerID: principal(ctx).UserID, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
+		Action: b.Action, Active: b.Active == nil || *b.Active, Overlap: b.Overlap,
+		MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds,
+	}
+	if err := t.Normalize(s.opts.WebhookAllowPrivate); err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	out, err := jobs.CreateTask(ctx, s.opts.Pool, t)
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	s.tasksChanged()
+	return &taskOutput{Body: out}, nil
+}
+
+func (s *Server) listTasks(ctx context.Context, in *taskListInput) (*taskListOutput, error) {
+	items, next, err := jobs.ListTasks(ctx, s.opts.Pool, principal(ctx).UserID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	return &taskListOutput{Body: taskList{Items: items, NextCursor: nilIfEmpty(next)}}, nil
+}
+
+func (s *Server) getTask(ctx context.Context, in *taskIDInput) (*taskOutput, error) {
+	t, err := jobs.GetTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID)
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	return &taskOutput{Body: t}, nil
+}
+
+func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutput, error) {
+	b := in.Body
+	p := jobs.TaskPatch{Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone, Action: b.Action, Active: b.Active,
+		Overlap: b.Overlap, MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds}
+	t, err := jobs.UpdateTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, p, s.opts.WebhookAllowPrivate)
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	s.tasksChanged()
+	return &taskOutput{Body: t}, nil
+}
+
+func (s *Server) deleteTask(ctx context.Context, in *taskIDInput) (*struct{}, error) {
+	if err := jobs.DeleteTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID); err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	s.tasksChanged()
+	return nil, nil
+}
+
+// taskError maps validation and cursor errors to 422 and the rest through fail.
+func (s *Server) taskError(ctx context.Context, err error) error {
+	if v, ok := jobs.IsValidation(err); ok {
+		return huma.Error422UnprocessableEntity(v.Msg, &huma.ErrorDetail{Location: "body." + v.Field, Message: v.Msg})
+	}
+	if errors.Is(err, jobs.ErrBadCursor) {
+		return huma.Error422UnprocessableEntity(err.Error(), &huma.ErrorDetail{Location: "query.cursor", Message: err.Error()})
+	}
+	return s.fail(ctx, err, "no such task", "a run of this task is already queued or running and overlap is skip; wait for it to finish or set overlap to allow")
+}
+
+// tasksChanged wakes this node's claim loop so a new schedule takes effect
+// before its next poll.
+func (s *Server) tasksChanged() {
+	if s.opts.TasksChanged != nil {
+		s.opts.TasksChanged()
+	}
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

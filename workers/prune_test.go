@@ -1,0 +1,54 @@
+package workers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/switchboard/switchboard/jobs"
+)
+
+func TestPruneRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "x"})
+	_, err := b.pool.Exec(ctx, `
+		INSERT INTO task_runs (task_id, trigger, scheduled_for, status, finished_at)
+		SELECT $1, 'manual', now(), s.status, now() - s.age
+		FROM (VALUES ('succeeded', interval '40 days'), ('failed', interval '31 days'),
+		             ('succeeded', interval '29 days'), ('succeeded', interval '1 hour')) AS s(status, age)`, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.pool.Exec(ctx, `INSERT INTO task_runs (task_id, trigger, scheduled_for, status, created_at) VALUES ($1, 'manual', now() - interval '60 days', 'queued', now() - interval '60 days')`, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prune := PruneRunsTask(b.pool, 0)
+	if prune.Name != "prune_runs" || prune.Every != time.Hour {
+		t.Fatalf("task: %+v", prune)
+	}
+	n, err := prune.Run(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want the 2 finished runs older than 30 days", n, err)
+	}
+	var left int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs`).Scan(&left); err != nil || left != 3 {
+		t.Fatalf("%d runs left, want 3 (recent ones and the unfinished one)", left)
+	}
+	if n, err := prune.Run(ctx); err != nil || n != 0 {
+		t.Fatalf("second prune: %d, %v; want idempotent", n, err)
+	}
+}
+
+func TestRiverConfigPeriodicJobs(t *testing.T) {
+	t.Parallel()
+	cfg, err := RiverConfig(Options{DB: setup(t, setupOpts{}).pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.PeriodicJobs) != 1 {
+		t.Fatalf("%d periodic jobs, want prune_runs", len(cfg.PeriodicJobs))
+	}
+}

@@ -1,0 +1,234 @@
+package workers
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard/switchboard/jobs"
+)
+
+// ExcerptLimit caps the response body kept on a run.
+const ExcerptLimit = 1024
+
+// WebhookOptions configure the webhook client; zero values mean defaults.
+type WebhookOptions struct {
+	// AllowPrivate lets webhooks reach loopback, private, link-local and
+	// CGNAT addresses (SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE). Metadata,
+	// multicast and broadcast addresses stay refused.
+	AllowPrivate bool
+	// LookupIP resolves a host name; default the system resolver. Tests
+	// inject names that resolve where they need.
+	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
+	// UserAgent of every call; default "Switchboard-Webhook/1".
+	UserAgent string
+	// MaxRedirects followed (each checked by the guard); default 3.
+	MaxRedirects int
+}
+
+// WebhookClient makes signed webhook calls that cannot reach addresses the
+// SSRF guard refuses: every connection, including one made for a redirect,
+// is checked against the IP it actually connects to.
+type WebhookClient struct {
+	http *http.Client
+	opts WebhookOptions
+	// trusted lets tests reach one loopback server (a redirector) while
+	// everything else stays guarded.
+	trusted netip.AddrPort
+}
+
+// NewWebhookClient builds the client.
+func NewWebhookClient(opts WebhookOptions) *WebhookClient {
+	opts.UserAgent = cmp.Or(opts.UserAgent, "Switchboard-Webhook/1")
+	opts.MaxRedirects = cmp.Or(opts.MaxRedirects, 3)
+	if opts.LookupIP == nil {
+		opts.LookupIP = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	c := &WebhookClient{opts: opts}
+	transport := &http.Transport{
+		Proxy:                 nil, // a proxy would connect for us, past the guard
+		DialContext:           c.dial,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   32, // runs often call one customer's endpoint concurrently
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	c.http = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
+	return c
+}
+
+func (c *WebhookClient) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > c.opts.MaxRedirects {
+		return fmt.Errorf("stopped after %d redirects", c.opts.MaxRedirects)
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return fmt.Errorf("%w: redirect to a %s URL", jobs.ErrBlockedTarget, req.URL.Scheme)
+	}
+	return nil
+}
+
+// dial resolves the host, refuses blocked addresses, and connects to the
+// checked address; the dialer's Control re-checks the socket's peer.
+func (c *WebhookClient) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else if ips, err = c.opts.LookupIP(ctx, host); err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: c.control}
+	var errs []error
+	for _, ip := range ips {
+		if err := c.check(ip, port); err != nil {
+			errs = append(errs, fmt.Errorf("%s resolves to %w", host, err))
+			continue
+		}
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("resolve %s: no addresses", host)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// control runs after the socket is made and before it connects, with the
+// address it connects to: the last word on where the call goes.
+func (c *WebhookClient) control(_, address string, _ syscall.RawConn) error {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("%w: connect to %q", jobs.ErrBlockedTarget, address)
+	}
+	return c.check(ip, port)
+}
+
+func (c *WebhookClient) check(ip netip.Addr, port string) error {
+	if c.trusted.IsValid() && c.trusted.Addr() == ip.Unmap() && strconv.Itoa(int(c.trusted.Port())) == port {
+		return nil
+	}
+	return jobs.CheckTargetIP(ip, c.opts.AllowPrivate)
+}
+
+// WebhookRequest is one signed call.
+type WebhookRequest struct {
+	URL     string
+	Method  string
+	Headers map[string]string
+	Body    []byte
+	// MsgID is the Standard Webhooks message id: the same across retries.
+	MsgID string
+	// Secret is the task's whsec_ signing secret.
+	Secret string
+}
+
+// WebhookResponse is what came back.
+type WebhookResponse struct {
+	Status     int
+	Excerpt    string
+	RetryAfter time.Duration // 0: none given
+}
+
+// Send signs and makes the call. An error means no HTTP response arrived
+// (refused target, network error, timeout).
+func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResponse, error) {
+	key, err := jobs.SigningKey(r.Secret)
+	if err != nil {
+		return WebhookResponse{}, err
+	}
+	ts := time.Now()
+	var body io.Reader
+	if r.Method != http.MethodGet {
+		body = bytes.NewReader(r.Body)
+	} else {
+		r.Body = nil
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, body)
+	if err != nil {
+		return WebhookResponse{}, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range r.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("User-Agent", c.opts.UserAgent)
+	req.Header.Set("webhook-id", r.MsgID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set("webhook-signature", Sign(key, r.MsgID, ts, r.Body))
+	res, err := c.http.Do(req)
+	if err != nil {
+		return WebhookResponse{}, err
+	}
+	defer res.Body.Close()
+	out := WebhookResponse{Status: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now())}
+	out.Excerpt, _ = readExcerpt(res.Body)
+	return out, nil
+}
+
+// Sign returns the webhook-signature header value of the Standard Webhooks
+// spec: "v1," and the base64 HMAC-SHA256 of "<id>.<unix timestamp>.<body>".
+func Sign(key []byte, msgID string, ts time.Time, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(msgID + "." + strconv.FormatInt(ts.Unix(), 10) + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// readExcerpt keeps the first ExcerptLimit bytes as valid UTF-8 text and
+// drains a little more so the connection can be reused.
+func readExcerpt(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, ExcerptLimit))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+	// Drop a rune the limit cut in half rather than mangle it.
+	for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.Valid(b); i++ {
+		if r, _ := utf8.DecodeLastRune(b); r != utf8.RuneError {
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", ""), err
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date, capped at an hour.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), time.Hour)
+}
