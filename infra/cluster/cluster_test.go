@@ -276,3 +276,25 @@ func TestRescuedHookRunsInTheTransaction(t *testing.T) {
 		t.Fatalf("after a failing hook: state %s, hook saw %+v", s, got)
 	}
 }
+
+func TestSchedulerBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.NewTx(t)
+	if s, err := schedulerBacklog(ctx, tx); err != nil || s.DueTasks != 0 || s.OldestDueAgeMS != 0 {
+		t.Fatalf("no tasks: %+v %v", s, err)
+	}
+	_, err := tx.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash) VALUES ('backlog@example.com', 'x') RETURNING id)
+		INSERT INTO tasks (owner_id, name, schedule, action, signing_secret, active, next_run_at)
+		SELECT u.id, n.name, '@every 1s', '{"type":"publish","event":"x"}', 'whsec_x', n.active, now() + n.due
+		FROM u, (VALUES ('late', true, interval '-5 seconds'), ('later', true, interval '-1 second'),
+			('future', true, interval '1 hour'), ('paused', false, interval '-1 hour')) AS n(name, active, due)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := schedulerBacklog(ctx, tx)
+	if err != nil || s.DueTasks != 2 || s.OldestDueAgeMS < 5000 || s.OldestDueAgeMS > 60000 {
+		t.Fatalf("backlog: %+v %v", s, err)
+	}
+}

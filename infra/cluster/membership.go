@@ -204,11 +204,7 @@ type SchedulerStatus struct {
 
 func schedulerBacklog(ctx context.Context, q db.DB) (SchedulerStatus, error) {
 	var s SchedulerStatus
-	var exists bool
-	// The tasks table belongs to the jobs migrations; tolerate its absence.
-	if err := q.QueryRow(ctx, `SELECT to_regclass('tasks') IS NOT NULL`).Scan(&exists); err != nil || !exists {
-		return s, err
-	}
+	// Same figures as the claim loop's jobs.DueStats (served by tasks_due_idx).
 	err := q.QueryRow(ctx, `
 		SELECT count(*), coalesce((extract(epoch FROM now() - min(next_run_at)) * 1000)::bigint, 0)
 		FROM tasks WHERE active AND next_run_at <= now()`).Scan(&s.DueTasks, &s.OldestDueAgeMS)
