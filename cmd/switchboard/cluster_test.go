@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/cluster"
+	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
@@ -229,5 +230,27 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 	}
 	if n := countNodes(t, dbURL, id); n != 0 {
 		t.Fatalf("node still registered after a graceful exit")
+	}
+}
+
+func TestWorkerOnlyNodeAnswersAndDrains(t *testing.T) {
+	t.Parallel()
+	servers, admin := startCluster(t, 1)
+	cfg := testConfig(t, servers[0].cfg.DatabaseURL)
+	cfg.Roles = []string{config.RoleWorker}
+	worker := startServer(t, cfg)
+	_, body := call(t, http.MethodGet, servers[0].URL+"/v1/cluster/status", nil, admin)
+	n := nodesOf(t, body)[worker.nodeID]
+	if body["degraded"] != false || n == nil || n["reachable"] != true || n["roles"].([]any)[0] != "worker" {
+		t.Fatalf("worker-only node in status: %v", body)
+	}
+	if status, body := call(t, http.MethodPost, servers[0].URL+"/v1/admin/nodes/"+worker.nodeID+"/drain", nil, admin); status != http.StatusOK {
+		t.Fatalf("drain the worker: %d %v", status, body)
+	}
+	if status, _ := call(t, http.MethodGet, worker.URL+"/healthz/ready", nil, ""); status != http.StatusServiceUnavailable {
+		t.Fatalf("drained worker ready: %d", status)
+	}
+	if status, _ := call(t, http.MethodGet, worker.URL+"/v1/cluster/status", nil, admin); status != http.StatusNotFound {
+		t.Fatalf("public API on a worker-only node: %d", status)
 	}
 }
