@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Page asks for one page of a newest-first listing.
@@ -61,4 +62,25 @@ func (p Page) decode() (cursor, error) {
 
 func encodeCursor(createdAt time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+// collectPage reads at most one more row than the page holds: if it came,
+// there is a next page, which starts after the last item kept.
+func collectPage[T any](p Page, rows pgx.Rows, scan func(pgx.CollectableRow) (T, error), key func(T) (time.Time, string)) ([]T, string, error) {
+	items, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(items) <= p.limit() {
+		return nonNil(items), "", nil
+	}
+	items = items[:p.limit()]
+	return items, encodeCursor(key(items[len(items)-1])), nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

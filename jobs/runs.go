@@ -131,20 +131,14 @@ func ListRuns(ctx context.Context, q db.DB, ownerID, taskID string, p Page) ([]R
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+	items, next, err := collectPage(p, rows, func(row pgx.CollectableRow) (Run, error) {
 		var r Run
 		return r, row.Scan(runDest(&r)...)
-	})
+	}, func(r Run) (time.Time, string) { return r.CreatedAt, r.ID })
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
-	items = nonNil(items)
-	if len(items) <= p.limit() {
-		return items, "", nil
-	}
-	items = items[:p.limit()]
-	last := items[len(items)-1]
-	return items, encodeCursor(last.CreatedAt, last.ID), nil
+	return items, next, nil
 }
 
 // RunContext is what the run worker needs: the run and its task.

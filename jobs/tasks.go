@@ -76,20 +76,14 @@ func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, st
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) {
+	items, next, err := collectPage(p, rows, func(r pgx.CollectableRow) (Task, error) {
 		var t Task
 		return t, scanTask(r, &t)
-	})
+	}, func(t Task) (time.Time, string) { return t.CreatedAt, t.ID })
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
-	items = nonNil(items)
-	if len(items) <= p.limit() {
-		return items, "", nil
-	}
-	items = items[:p.limit()]
-	last := items[len(items)-1]
-	return items, encodeCursor(last.CreatedAt, last.ID), nil
+	return items, next, nil
 }
 
 // TaskPatch is a partial update; nil fields stay as they are.
@@ -195,13 +189,6 @@ func DeactivateTask(ctx context.Context, q db.DB, id string) error {
 		return fmt.Errorf("deactivate task: %w", err)
 	}
 	return nil
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 // IsValidation reports whether err is bad input (*ValidationError).

@@ -63,6 +63,11 @@ type Options struct {
 	RunEvents jobs.Publisher
 	// JobMetrics counts manual runs; optional.
 	JobMetrics *jobs.Metrics
+
+	// Cluster serves the operator routes (status, disconnect, drain) and
+	// Presence GET /v1/presence; nil leaves them out.
+	Cluster  clusterOperator
+	Presence presenceGatherer
 }
 
 // Server is the HTTP handler of one replica.
@@ -118,6 +123,12 @@ func New(opts Options) *Server {
 			registerRealtime(api, s)
 			registerEvents(api, s)
 			registerRPC(api, s)
+		}
+		if opts.Cluster != nil {
+			registerCluster(api, s)
+		}
+		if opts.Presence != nil {
+			registerPresence(api, s)
 		}
 	}
 	if opts.RiverUI != nil {

@@ -43,11 +43,13 @@ func DefaultBackoff(attempt int) time.Duration {
 	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
 }
 
-// Timeout leaves room for the longest task timeout; the worker enforces the
-// task's own timeout_seconds on each attempt.
-func (w *runWorker) Timeout(*river.Job[jobs.RunArgs]) time.Duration {
-	return jobs.MaxTimeoutSeconds*time.Second + time.Minute
-}
+// RunJobTimeout is River's timeout of a task-run job: room for the longest
+// task timeout; the worker enforces the task's own timeout_seconds on each
+// attempt.
+const RunJobTimeout = jobs.MaxTimeoutSeconds*time.Second + time.Minute
+
+// Timeout is RunJobTimeout.
+func (w *runWorker) Timeout(*river.Job[jobs.RunArgs]) time.Duration { return RunJobTimeout }
 
 // NextRetry honours a Retry-After the target sent, or the backoff.
 func (w *runWorker) NextRetry(job *river.Job[jobs.RunArgs]) time.Time {

@@ -49,6 +49,10 @@ type Options struct {
 	RunRetention time.Duration
 }
 
+// RescueStuckJobsAfter is when River takes a job still running for stuck:
+// the longest job (a task run at RunJobTimeout) plus a margin.
+const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
+
 // RiverConfig returns the configuration of a River client that works jobs.
 func RiverConfig(opts Options) (*river.Config, error) {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
@@ -74,8 +78,14 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		// A fetch at most every 25ms: with 100 workers that allows about
 		// 4000 jobs/s per node; the default (100ms) caps a node near 1000.
 		FetchCooldown: 25 * time.Millisecond,
-		Workers:       w,
-		PeriodicJobs:  m.periodicJobs(),
+		// Maintenance jobs get River's default minute; task runs their own
+		// RunJobTimeout. River rescues a job still running after
+		// RescueStuckJobsAfter, so it must outlast the longest run; the
+		// cluster rescues the jobs of a dead node much sooner.
+		JobTimeout:           time.Minute,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
+		Workers:              w,
+		PeriodicJobs:         m.periodicJobs(),
 	}, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/metrics"
@@ -39,6 +40,8 @@ type app struct {
 	pool     *pgxpool.Pool
 	registry *prometheus.Registry
 	river    *river.Client[pgx.Tx]
+	cluster  *cluster.Cluster
+	drain    riverDrain
 	web      *web.Server
 	hub      *realtime.Hub // web replicas only
 	bus      *realtime.Bus
@@ -48,6 +51,8 @@ type app struct {
 	serveErr chan error
 	// maintenance tasks the components add, run by River on worker replicas.
 	maintenance []workers.MaintenanceTask
+
+	clusterStarted bool
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -100,6 +105,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 	}
 	a.buildRealtime()
 	a.buildJobs()
+	a.buildCluster()
 	if err := a.buildRiver(); err != nil {
 		a.closeDatabase()
 		return nil, err
@@ -113,10 +119,12 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(),
+		Cluster:    a.cluster, Presence: a.cluster,
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
+	a.wireCluster()
 	return a, nil
 }
 
@@ -148,6 +156,10 @@ func (a *app) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr(), err)
 	}
 	a.listener = l
+	if err := a.cluster.Start(ctx); err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	a.clusterStarted = true
 	if err := a.startRealtime(ctx); err != nil {
 		return err
 	}
@@ -172,12 +184,23 @@ func (a *app) Start(ctx context.Context) error {
 // Addr is the address the HTTP server listens on.
 func (a *app) Addr() string { return a.listener.Addr().String() }
 
-// Stop shuts down in order: stop accepting and finish in-flight requests,
-// let River finish running jobs (cancel them at the deadline), close the
-// pool, stop embedded Postgres.
+// Stop shuts down in order: drain (readiness fails, the claim loop pauses,
+// sockets are told server.draining and new ones refused), stop the claim
+// loop, let River finish
+// running jobs (cancel them at the deadline) while requests are still
+// served, close the sockets, stop accepting and finish in-flight requests,
+// flush the bus, deregister from the cluster, close the pool, stop embedded
+// Postgres. Heartbeats go on until
+// River is done, so no other node takes this one's running jobs for dead.
 func (a *app) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	a.endDrainStop()
+	if a.clusterStarted {
+		a.cluster.DrainLocal(ctx)
+	}
+	a.stopScheduling()
+	a.stopRiver(ctx)
 	a.drainRealtime(ctx)
 	if a.http != nil {
 		if err := a.http.Shutdown(ctx); err != nil {
@@ -187,17 +210,23 @@ func (a *app) Stop() {
 	} else if a.listener != nil {
 		_ = a.listener.Close()
 	}
-	a.stopScheduling()
-	if a.river != nil && a.cfg.HasRole(config.RoleWorker) {
-		if err := a.river.Stop(ctx); err != nil {
-			a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
-			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.river.StopAndCancel(cctx)
-			ccancel()
-		}
-	}
 	a.stopRealtime()
+	if a.clusterStarted {
+		a.cluster.Stop()
+	}
 	a.closeDatabase()
+}
+
+func (a *app) stopRiver(ctx context.Context) {
+	if a.river == nil || !a.cfg.HasRole(config.RoleWorker) {
+		return
+	}
+	if err := a.river.Stop(ctx); err != nil {
+		a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.river.StopAndCancel(cctx)
+		ccancel()
+	}
 }
 
 func (a *app) closeDatabase() {

@@ -131,6 +131,7 @@ func TestCommands(t *testing.T) {
 		{"bad roles", "SWITCHBOARD_ROLES=web,cook", "unknown role"},
 		{"malformed database url", "DATABASE_URL=mysql://x", "DATABASE_URL must start with postgres://"},
 		{"missing jwt secret", "DATABASE_URL=postgres://localhost/x", "SWITCHBOARD_JWT_SECRET is required"},
+		{"missing cluster secret", "DATABASE_URL=postgres://localhost/x", "SWITCHBOARD_CLUSTER_SECRET is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -32,6 +32,8 @@ type Config struct {
 	ClusterSecret    string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
 	AdminEmails      []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
 	AdvertiseAddr    string        `envconfig:"SWITCHBOARD_ADVERTISE_ADDR" desc:"host:port other nodes use to reach this one; default FLY_PRIVATE_IP or the pod IP plus the listen port"`
+	FlyPrivateIP     string        `envconfig:"FLY_PRIVATE_IP" desc:"set by Fly.io: the Machine's private address, advertised with the listen port"`
+	PodIP            string        `envconfig:"POD_IP" desc:"set by the Helm chart from the downward API: advertised with the listen port"`
 	TrustedProxies   []string      `envconfig:"SWITCHBOARD_TRUSTED_PROXIES" desc:"comma-separated CIDRs of proxies whose client IP header is believed"`
 	ClientIPHeader   string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
 	AuthRate         float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
@@ -120,9 +122,20 @@ func (c *Config) Validate() error {
 		if c.JWTSecret == "" {
 			errs = append(errs, errors.New("SWITCHBOARD_JWT_SECRET is required when DATABASE_URL is set (every replica must share it)"))
 		}
+		if c.ClusterSecret == "" {
+			errs = append(errs, errors.New("SWITCHBOARD_CLUSTER_SECRET is required when DATABASE_URL is set (every replica must share it; it signs node-to-node calls)"))
+		}
 	}
 	if c.JWTSecret != "" && len(c.JWTSecret) < 16 {
 		errs = append(errs, errors.New("SWITCHBOARD_JWT_SECRET must be at least 16 characters"))
+	}
+	if c.ClusterSecret != "" && len(c.ClusterSecret) < 16 {
+		errs = append(errs, errors.New("SWITCHBOARD_CLUSTER_SECRET must be at least 16 characters"))
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_ADVERTISE_ADDR %q is not host:port: %v", c.AdvertiseAddr, err))
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr()); err != nil {
 		errs = append(errs, fmt.Errorf("listen address %q: %v", c.ListenAddr(), err))

@@ -22,7 +22,13 @@ func TestValidate(t *testing.T) {
 		{"unknown role", func(c *Config) { c.Roles = []string{"web", "cook"} }, `unknown role "cook"`},
 		{"no roles", func(c *Config) { c.Roles = nil }, "SWITCHBOARD_ROLES is empty"},
 		{"database without jwt secret", func(c *Config) { c.DatabaseURL = "postgres://db/x" }, "SWITCHBOARD_JWT_SECRET is required"},
-		{"database with jwt secret", func(c *Config) { c.DatabaseURL = "postgres://db/x"; c.JWTSecret = "0123456789abcdef" }, ""},
+		{"database with secrets", func(c *Config) {
+			c.DatabaseURL = "postgres://db/x"
+			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
+		}, ""},
+		{"database without cluster secret", func(c *Config) { c.DatabaseURL = "postgres://db/x"; c.JWTSecret = "0123456789abcdef" }, "SWITCHBOARD_CLUSTER_SECRET is required"},
+		{"short cluster secret", func(c *Config) { c.ClusterSecret = "short" }, "SWITCHBOARD_CLUSTER_SECRET must be at least 16"},
+		{"bad advertise address", func(c *Config) { c.AdvertiseAddr = "10.0.0.1" }, "SWITCHBOARD_ADVERTISE_ADDR"},
 		{"mysql url", func(c *Config) { c.DatabaseURL = "mysql://db/x"; c.JWTSecret = "0123456789abcdef" }, "must start with postgres://"},
 		{"unparsable url", func(c *Config) { c.DatabaseURL = "postgres://%zz"; c.JWTSecret = "0123456789abcdef" }, "DATABASE_URL is malformed"},
 		{"short jwt secret", func(c *Config) { c.JWTSecret = "short" }, "at least 16"},

@@ -1,0 +1,276 @@
+// Package cluster owns cluster membership and node-to-node calls. Every
+// process (node) registers in cluster_nodes and heartbeats; any node answers
+// for the whole cluster (status, presence) by asking every registered node
+// over HMAC-signed internal HTTP calls, and fans operator actions (disconnect
+// a user, drain a node) out to them, reporting which nodes acked and which
+// failed. A signed internal request is applied on its node only and never
+// forwarded or fanned out again, so calls cannot loop.
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeartbeatEvery = 2 * time.Second
+	DefaultExpireAfter    = 10 * time.Second
+	DefaultReapAfter      = time.Minute
+	// GatherBudget is how long status and presence wait for each node.
+	GatherBudget = 500 * time.Millisecond
+	// ActionBudget is how long a fanned-out action waits for each node.
+	ActionBudget = 2 * time.Second
+)
+
+// Sockets is what the cluster needs from this node's realtime hub.
+type Sockets interface {
+	// LocalConnections is the number of sockets open on this node.
+	LocalConnections() int
+	// DisconnectUserLocal closes the user's sockets on this node and says how many.
+	DisconnectUserLocal(userID string) int
+	// RoomMembersLocal maps user id to connection count in room, on this node.
+	RoomMembersLocal(room string) map[string]int
+	// DrainLocal tells every local socket server.draining and refuses new ones.
+	DrainLocal()
+}
+
+// Options configure a node's membership; zero values mean the defaults.
+type Options struct {
+	DB       db.DB
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// NodeID names this process; it is also its River client id.
+	NodeID  string
+	Name    string
+	Roles   []string
+	Version string
+	// Addr is where the other nodes reach this one (host:port), read at Start.
+	Addr func() string
+	// Secret keys the HMAC of node-to-node calls.
+	Secret []byte
+	// Sockets is the local realtime hub; nil means no sockets.
+	Sockets Sockets
+	// OnDrain run once, in order, when this node starts draining: pause the
+	// claim loop, stop taking River jobs.
+	OnDrain []func()
+	// Rescued, if set, is called in the transaction that made a dead node's
+	// running jobs available again, to record it on their runs.
+	Rescued func(ctx context.Context, tx pgx.Tx, jobs []RescuedJob) error
+	// HeartbeatEvery is the beat period; ExpireAfter how long a silent node
+	// keeps its running jobs; ReapAfter how long before its row is deleted.
+	HeartbeatEvery time.Duration
+	ExpireAfter    time.Duration
+	ReapAfter      time.Duration
+	// Client makes the calls to other nodes; default: short timeouts.
+	Client *http.Client
+}
+
+// Cluster is this node's membership and its view of the others.
+type Cluster struct {
+	opts      Options
+	logger    *slog.Logger
+	client    *http.Client
+	startedAt time.Time
+	addr      atomic.Value // string
+	draining  atomic.Bool
+	drainOnce sync.Once
+	stopOnce  sync.Once
+	metrics   *clusterMetrics
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New builds the node's membership without starting it.
+func New(opts Options) *Cluster {
+	opts.HeartbeatEvery = cmp.Or(opts.HeartbeatEvery, DefaultHeartbeatEvery)
+	opts.ExpireAfter = cmp.Or(opts.ExpireAfter, DefaultExpireAfter)
+	opts.ReapAfter = cmp.Or(opts.ReapAfter, DefaultReapAfter)
+	opts.Name = cmp.Or(opts.Name, opts.NodeID)
+	opts.Version = cmp.Or(opts.Version, "dev")
+	if opts.Sockets == nil {
+		opts.Sockets = noSockets{}
+	}
+	if opts.Addr == nil {
+		opts.Addr = func() string { return "" }
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	c := &Cluster{
+		opts: opts, logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)).With("component", "cluster"),
+		client: cmp.Or(opts.Client, NewHTTPClient()), startedAt: time.Now().UTC().Truncate(time.Microsecond),
+		metrics: newClusterMetrics(opts.Registry),
+	}
+	c.addr.Store("")
+	return c
+}
+
+// NodeID is this node's id.
+func (c *Cluster) NodeID() string { return c.opts.NodeID }
+
+func (c *Cluster) self() Node {
+	addr, _ := c.addr.Load().(string)
+	return Node{ID: c.opts.NodeID, Name: c.opts.Name, Addr: addr, Roles: c.opts.Roles,
+		Version: c.opts.Version, StartedAt: c.startedAt, Draining: c.draining.Load()}
+}
+
+// Start registers the node and starts heartbeating; it returns once the
+// node is registered.
+func (c *Cluster) Start(ctx context.Context) error {
+	c.addr.Store(c.opts.Addr())
+	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.loop(loopCtx, c.done)
+	return nil
+}
+
+// Stop stops heartbeating and deregisters the node. Only the first call
+// does anything.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		c.Halt()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := nodeDelete(ctx, c.opts.DB, c.opts.NodeID); err != nil {
+			c.logger.Warn("could not deregister; the node will expire instead", "error", err)
+		}
+	})
+}
+
+// Halt stops heartbeating without deregistering, as a crashed process
+// would: the other nodes see it expire. Tests of failure handling use it.
+func (c *Cluster) Halt() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel = nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (c *Cluster) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.opts.HeartbeatEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := c.beat(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			c.logger.Warn("heartbeat failing; the node will expire if this lasts", "error", err, "expire_after", c.opts.ExpireAfter.String())
+		case err == nil && failing:
+			c.logger.Info("heartbeat recovered")
+		}
+		failing = err != nil
+	}
+}
+
+// beat refreshes this node's row, then rescues the jobs of expired nodes.
+func (c *Cluster) beat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.HeartbeatEvery)
+	defer cancel()
+	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
+		return err
+	}
+	_, err := c.RescueDead(ctx)
+	return err
+}
+
+// RescueDead makes the running jobs of nodes silent for longer than
+// ExpireAfter available again now, and records it through Options.Rescued.
+func (c *Cluster) RescueDead(ctx context.Context) ([]RescuedJob, error) {
+	tx, err := c.opts.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	jobs, err := jobsRescue(ctx, tx, c.opts.ExpireAfter, c.opts.NodeID)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
+	}
+	if c.opts.Rescued != nil {
+		if err := c.opts.Rescued(ctx, tx, jobs); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		c.logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
+	}
+	c.metrics.rescued.Add(float64(len(jobs)))
+	return jobs, nil
+}
+
+// Reap rescues the jobs of dead nodes and deletes nodes silent for longer
+// than ReapAfter. It is a periodic maintenance task.
+func (c *Cluster) Reap(ctx context.Context) (int64, error) {
+	if _, err := c.RescueDead(ctx); err != nil {
+		return 0, err
+	}
+	return nodesReap(ctx, c.opts.DB, c.opts.ReapAfter)
+}
+
+// Draining reports whether this node is draining.
+func (c *Cluster) Draining() bool { return c.draining.Load() }
+
+// ReadyCheck fails while the node drains, so load balancers stop sending to it.
+func (c *Cluster) ReadyCheck(context.Context) error {
+	if c.draining.Load() {
+		return errors.New("the node is draining")
+	}
+	return nil
+}
+
+// DrainLocal drains this node without stopping it: readiness fails, the
+// OnDrain hooks stop the claim loop and River, sockets are told
+// server.draining and new ones refused. Idempotent.
+func (c *Cluster) DrainLocal(ctx context.Context) {
+	c.drainOnce.Do(func() {
+		c.draining.Store(true)
+		c.logger.Info("draining: readiness fails, no new tasks, jobs or sockets")
+		for _, f := range c.opts.OnDrain {
+			f()
+		}
+		c.opts.Sockets.DrainLocal()
+		if err := nodeSetDraining(ctx, c.opts.DB, c.opts.NodeID); err != nil {
+			c.logger.Warn("draining not recorded yet; the next heartbeat will", "error", err)
+		}
+	})
+}
+
+type noSockets struct{}
+
+func (noSockets) LocalConnections() int                  { return 0 }
+func (noSockets) DisconnectUserLocal(string) int         { return 0 }
+func (noSockets) RoomMembersLocal(string) map[string]int { return nil }
+func (noSockets) DrainLocal()                            {}

@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"net/http"
+	"net/url"
+)
+
+// InternalPrefix is where the node-to-node routes live. They are not part of
+// the public API: every one needs a request signed with the cluster secret,
+// and names its target node in the path, so a signed request meant for one
+// node is refused by any other.
+const InternalPrefix = "/internal/v1"
+
+// Handler serves the internal routes; mount it at InternalPrefix on every
+// node, whatever its roles.
+func (c *Cluster) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/status", c.forSelf("status", c.serveStatus))
+	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/presence", c.forSelf("presence", c.servePresence))
+	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/users/{user}/disconnect", c.forSelf("disconnect", c.serveDisconnect))
+	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/drain", c.forSelf("drain", c.serveDrain))
+	return requireSignature(c.opts.Secret, mux)
+}
+
+// forSelf refuses a call aimed at another node (an address now used by a
+// new process) and counts the call.
+func (c *Cluster) forSelf(name string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if node := r.PathValue("node"); node != c.opts.NodeID {
+			writeProblem(w, http.StatusMisdirectedRequest, "this is node "+c.opts.NodeID+", not "+node)
+			return
+		}
+		c.metrics.inbound.Add(1)
+		c.metrics.received.WithLabelValues(name).Inc()
+		h(w, r)
+	})
+}
+
+func nodePath(n Node, rest string) string {
+	return InternalPrefix + "/nodes/" + url.PathEscape(n.ID) + rest
+}
+
+// localStatus is what a node says about itself.
+type localStatus struct {
+	ID            string `json:"id"`
+	Draining      bool   `json:"draining"`
+	WSConnections int    `json:"ws_connections"`
+}
+
+func (c *Cluster) localStatus() localStatus {
+	return localStatus{ID: c.opts.NodeID, Draining: c.draining.Load(), WSConnections: c.opts.Sockets.LocalConnections()}
+}
+
+func (c *Cluster) serveStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, c.localStatus())
+}
+
+type localPresence struct {
+	Users map[string]int `json:"users"`
+}
+
+func (c *Cluster) servePresence(w http.ResponseWriter, r *http.Request) {
+	room := r.URL.Query().Get("room")
+	if room == "" {
+		writeProblem(w, http.StatusUnprocessableEntity, "room is required")
+		return
+	}
+	writeJSON(w, localPresence{Users: c.roomMembersLocal(room)})
+}
+
+func (c *Cluster) roomMembersLocal(room string) map[string]int {
+	m := c.opts.Sockets.RoomMembersLocal(room)
+	if m == nil {
+		m = map[string]int{}
+	}
+	return m
+}
+
+type localDisconnect struct {
+	Closed int `json:"closed"`
+}
+
+func (c *Cluster) serveDisconnect(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, localDisconnect{Closed: c.opts.Sockets.DisconnectUserLocal(r.PathValue("user"))})
+}
+
+type drainAck struct {
+	Acked bool `json:"acked"`
+}
+
+func (c *Cluster) serveDrain(w http.ResponseWriter, r *http.Request) {
+	c.DrainLocal(r.Context())
+	writeJSON(w, drainAck{Acked: true})
+}

@@ -1,0 +1,380 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+// threeNodes starts three nodes on one database.
+func threeNodes(t *testing.T) []*testNode {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	return []*testNode{startNode(t, pool), startNode(t, pool), startNode(t, pool)}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("every node reachable from any node", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[1].sockets.connect("u1")
+		nodes[1].sockets.connect("u2")
+		insertRunningJob(t, nodes[0].opts.DB, nodes[2].NodeID(), 1, 3)
+		for _, from := range nodes {
+			st, err := from.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Nodes) != 3 || st.Degraded || st.Queue.Running != 1 {
+				t.Fatalf("status from %s: %+v", from.NodeID(), st)
+			}
+			for _, ns := range st.Nodes {
+				if !ns.Reachable || ns.Version != "test" || ns.Addr == "" || ns.HeartbeatAgeMS > 1000 {
+					t.Fatalf("node %+v", ns)
+				}
+				switch ns.ID {
+				case nodes[1].NodeID():
+					if ns.WSConnections != 2 {
+						t.Fatalf("ws_connections of node 1: %d", ns.WSConnections)
+					}
+				case nodes[2].NodeID():
+					if ns.JobsRunning != 1 {
+						t.Fatalf("jobs_running of node 2: %d", ns.JobsRunning)
+					}
+				}
+			}
+		}
+		if got := nodes[0].CallsSent(); got != 2 {
+			t.Fatalf("node 0 made %d calls for one status, want 2 (its own is in-process)", got)
+		}
+	})
+
+	t.Run("a stopped node is unreachable and the answer degraded", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[2].crash()
+		start := time.Now()
+		st, err := nodes[0].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Degraded || len(st.Nodes) != 3 {
+			t.Fatalf("status: %+v", st)
+		}
+		for _, ns := range st.Nodes {
+			if ns.Reachable == (ns.ID == nodes[2].NodeID()) {
+				t.Fatalf("node %s reachable=%v", ns.ID, ns.Reachable)
+			}
+			if !ns.Reachable && (ns.Error == "" || ns.WSConnections != 0) {
+				t.Fatalf("unreachable node: %+v", ns)
+			}
+		}
+		t.Logf("answered in %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("a node that accepts but never answers costs the budget, no more", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		hang := blackhole(t)
+		ghost := Node{ID: uuid.NewString(), Name: "ghost", Addr: hang, Roles: []string{"worker"}, Version: "test", StartedAt: time.Now()}
+		if err := nodeUpsert(ctx, nodes[0].opts.DB, ghost); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		st, err := nodes[0].Status(ctx)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Degraded || len(st.Nodes) != 4 || took > GatherBudget+400*time.Millisecond {
+			t.Fatalf("status took %s: %+v", took, st)
+		}
+		for _, ns := range st.Nodes {
+			if ns.ID == ghost.ID && (ns.Reachable || ns.Name != "ghost") {
+				t.Fatalf("ghost: %+v", ns)
+			}
+		}
+		t.Logf("answered in %s with a hanging node (budget %s)", took.Round(time.Millisecond), GatherBudget)
+	})
+}
+
+// blackhole is an address that accepts connections and never answers.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { <-done; c.Close() }()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func TestDisconnectUser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("closes the user's sockets on every node", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		for _, n := range nodes {
+			n.sockets.connect("alice")
+			n.sockets.connect("bob")
+		}
+		nodes[2].sockets.connect("alice")
+		res, err := nodes[1].DisconnectUser(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Closed != 4 || len(res.Acked) != 3 || len(res.Failed) != 0 {
+			t.Fatalf("result: %+v", res)
+		}
+		for i, n := range nodes {
+			if n.sockets.LocalConnections() != 1 {
+				t.Fatalf("node %d has %d sockets, want bob's only", i, n.sockets.LocalConnections())
+			}
+		}
+	})
+
+	t.Run("a node down is reported failed", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		for _, n := range nodes {
+			n.sockets.connect("alice")
+		}
+		nodes[0].crash()
+		res, err := nodes[1].DisconnectUser(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Closed != 2 || !slices.Equal(res.Failed, []string{nodes[0].NodeID()}) || len(res.Acked) != 2 {
+			t.Fatalf("result: %+v", res)
+		}
+	})
+}
+
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("a remote node drains", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		if err := nodes[0].Drain(ctx, nodes[1].NodeID()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-nodes[1].drained:
+		default:
+			t.Fatal("drain hooks did not run before the ack")
+		}
+		if !nodes[1].sockets.isDrained() || nodes[1].ReadyCheck(ctx) == nil || !nodes[1].Draining() {
+			t.Fatal("drained node: sockets not drained or still ready")
+		}
+		if nodes[0].Draining() || nodes[2].Draining() || nodes[0].ReadyCheck(ctx) != nil {
+			t.Fatal("other nodes drained too")
+		}
+		if err := nodes[2].Drain(ctx, nodes[1].NodeID()); err != nil {
+			t.Fatalf("draining twice: %v", err)
+		}
+		st, _ := nodes[2].Status(ctx)
+		for _, ns := range st.Nodes {
+			if ns.Draining != (ns.ID == nodes[1].NodeID()) {
+				t.Fatalf("status: %+v", ns)
+			}
+		}
+		if row, _ := nodeRow(t, nodes[0].opts.DB, nodes[1].NodeID()); !row.Draining {
+			t.Fatal("draining not recorded in cluster_nodes")
+		}
+	})
+
+	t.Run("its own node, in-process", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		if err := nodes[0].Drain(ctx, nodes[0].NodeID()); err != nil || !nodes[0].Draining() || nodes[0].CallsSent() != 0 {
+			t.Fatalf("self drain: %v, draining %v, calls %d", err, nodes[0].Draining(), nodes[0].CallsSent())
+		}
+	})
+
+	t.Run("unknown node", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		if err := nodes[0].Drain(ctx, uuid.NewString()); !errors.Is(err, ErrUnknownNode) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+
+	t.Run("a node that does not answer", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[2].crash()
+		var ce *CallError
+		if err := nodes[0].Drain(ctx, nodes[2].NodeID()); !errors.As(err, &ce) || ce.Node != nodes[2].NodeID() {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestPresence(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("merges users across nodes", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[0].sockets.connect("alice", "lobby")
+		nodes[1].sockets.connect("alice", "lobby")
+		nodes[1].sockets.connect("bob", "lobby", "other")
+		nodes[2].sockets.connect("carol", "other")
+		p, err := nodes[2].Presence(ctx, "lobby")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []PresenceUser{{"alice", 2}, {"bob", 1}}
+		if p.Room != "lobby" || p.Degraded || len(p.UnavailableNodes) != 0 || !slices.Equal(p.Users, want) {
+			t.Fatalf("presence: %+v", p)
+		}
+	})
+
+	t.Run("a node down: degraded and named", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[0].sockets.connect("alice", "lobby")
+		nodes[1].sockets.connect("bob", "lobby")
+		nodes[1].crash()
+		p, err := nodes[2].Presence(ctx, "lobby")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Degraded || !slices.Equal(p.UnavailableNodes, []string{nodes[1].NodeID()}) || !slices.Equal(p.Users, []PresenceUser{{"alice", 1}}) {
+			t.Fatalf("presence: %+v", p)
+		}
+	})
+
+	t.Run("room names travel escaped", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		nodes[1].sockets.connect("alice", "a&b=c/d?e f")
+		p, err := nodes[0].Presence(ctx, "a&b=c/d?e f")
+		if err != nil || p.Degraded || len(p.Users) != 1 {
+			t.Fatalf("presence: %+v %v", p, err)
+		}
+	})
+}
+
+// TestSignedCallsAreNotFannedOut sends a signed request straight to each
+// internal route of one node: it is applied there and no other node hears
+// of it.
+func TestSignedCallsAreNotFannedOut(t *testing.T) {
+	t.Parallel()
+	nodes := threeNodes(t)
+	for _, n := range nodes {
+		n.sockets.connect("alice", "lobby")
+	}
+	target := nodes[0]
+	self := target.self()
+	client := NewHTTPClient()
+	for _, path := range []struct{ method, path string }{
+		{http.MethodGet, nodePath(self, "/status")},
+		{http.MethodGet, nodePath(self, "/presence?room=lobby")},
+		{http.MethodPost, nodePath(self, "/users/alice/disconnect")},
+		{http.MethodPost, nodePath(self, "/drain")},
+	} {
+		req, _ := http.NewRequest(path.method, target.srv.URL+path.path, nil)
+		Sign(req, testSecret, "test", nil, time.Now())
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d", path.method, path.path, res.StatusCode)
+		}
+	}
+	if got := target.CallsReceived(); got != 4 {
+		t.Fatalf("target served %d calls, want 4", got)
+	}
+	for i, n := range nodes {
+		if n.CallsSent() != 0 || (i > 0 && n.CallsReceived() != 0) {
+			t.Fatalf("node %d: sent %d, received %d: a signed call was fanned out", i, n.CallsSent(), n.CallsReceived())
+		}
+	}
+	if target.sockets.LocalConnections() != 0 || nodes[1].sockets.LocalConnections() != 1 || !target.Draining() || nodes[1].Draining() {
+		t.Fatal("the signed calls were not applied on exactly their node")
+	}
+	// Inside a signed call, the fan-out operations stay local too.
+	ictx := context.WithValue(context.Background(), internalKey{}, true)
+	if st, _ := target.Status(ictx); !st.Degraded || target.CallsSent() != 0 {
+		t.Fatalf("status inside a signed call asked other nodes: sent %d", target.CallsSent())
+	}
+	if err := target.Drain(ictx, nodes[1].NodeID()); err == nil || nodes[1].Draining() {
+		t.Fatal("drain inside a signed call was forwarded")
+	}
+}
+
+func TestInternalRoutes(t *testing.T) {
+	t.Parallel()
+	nodes := threeNodes(t)
+	n := nodes[0]
+	do := func(method, path string, sign func(*http.Request)) int {
+		req, _ := http.NewRequest(method, n.srv.URL+path, nil)
+		if sign != nil {
+			sign(req)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	drain := nodePath(n.self(), "/drain")
+	for _, tc := range []struct {
+		name string
+		sign func(*http.Request)
+		want int
+	}{
+		{"unsigned", nil, http.StatusUnauthorized},
+		{"header set by hand", func(r *http.Request) {
+			r.Header.Set(HeaderTimestamp, "1")
+			r.Header.Set(HeaderSignature, "v1=00")
+		}, http.StatusUnauthorized},
+		{"wrong secret", func(r *http.Request) { Sign(r, []byte("not-the-cluster-secret"), "", nil, time.Now()) }, http.StatusUnauthorized},
+		{"replayed old timestamp", func(r *http.Request) { Sign(r, testSecret, "", nil, time.Now().Add(-time.Minute)) }, http.StatusUnauthorized},
+		{"signed over another body", func(r *http.Request) { Sign(r, testSecret, "", []byte(`{"x":1}`), time.Now()) }, http.StatusUnauthorized},
+	} {
+		if got := do(http.MethodPost, drain, tc.sign); got != tc.want {
+			t.Fatalf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if n.Draining() {
+		t.Fatal("a refused request drained the node")
+	}
+	other := nodePath(nodes[1].self(), "/drain")
+	if got := do(http.MethodPost, other, func(r *http.Request) { Sign(r, testSecret, "", nil, time.Now()) }); got != http.StatusMisdirectedRequest {
+		t.Fatalf("call for another node: %d", got)
+	}
+	if n.Draining() || nodes[1].Draining() {
+		t.Fatal("a misdirected call drained a node")
+	}
+}

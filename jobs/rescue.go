@@ -1,0 +1,41 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// RescuedRun is a run whose job was running on a node that died: the
+// cluster made the job available again, or discarded it (attempts spent).
+type RescuedRun struct {
+	RunID     string
+	DeadNode  string
+	Discarded bool
+}
+
+// RunsRescued records on the runs what happened to their jobs: back to
+// queued (a live node retries it) or failed (no attempts left), with the
+// reason in error. Runs already finished are left alone.
+func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) (int64, error) {
+	if len(runs) == 0 {
+		return 0, nil
+	}
+	ids, nodes, discarded := make([]string, len(runs)), make([]string, len(runs)), make([]bool, len(runs))
+	for i, r := range runs {
+		ids[i], nodes[i], discarded[i] = r.RunID, r.DeadNode, r.Discarded
+	}
+	tag, err := q.Exec(ctx, `
+		UPDATE task_runs r
+		SET status = CASE WHEN x.discarded THEN 'failed' ELSE 'queued' END,
+			finished_at = CASE WHEN x.discarded THEN now() END,
+			error = format('node %s stopped while running attempt %s; %s', x.node, r.attempt,
+				CASE WHEN x.discarded THEN 'no attempts left' ELSE 'retrying on a live node' END)
+		FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(run_id, node, discarded)
+		WHERE r.id = x.run_id AND r.status IN ('queued', 'running')`, ids, nodes, discarded)
+	if err != nil {
+		return 0, fmt.Errorf("record rescued runs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

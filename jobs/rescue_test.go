@@ -1,0 +1,50 @@
+package jobs
+
+import (
+	"context"
+	"testing"
+)
+
+func TestRunsRescued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+	retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	done, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	for _, id := range []string{retried.ID, spent.ID} {
+		if _, err := StartRun(ctx, b.pool, id, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE task_runs SET status = 'succeeded' WHERE id = $1`, done.ID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := RunsRescued(ctx, b.pool, []RescuedRun{
+		{RunID: retried.ID, DeadNode: "node-a"}, {RunID: spent.ID, DeadNode: "node-a", Discarded: true}, {RunID: done.ID, DeadNode: "node-a"},
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("rescued %d: %v", n, err)
+	}
+	for _, tc := range []struct {
+		id, status, errText string
+		finished            bool
+	}{
+		{retried.ID, StatusQueued, "node node-a stopped while running attempt 2; retrying on a live node", false},
+		{spent.ID, StatusFailed, "node node-a stopped while running attempt 2; no attempts left", true},
+		{done.ID, StatusSucceeded, "", false},
+	} {
+		r, err := GetRun(ctx, b.pool, b.owner, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errText string
+		if r.Error != nil {
+			errText = *r.Error
+		}
+		if r.Status != tc.status || errText != tc.errText || (r.FinishedAt != nil) != tc.finished {
+			t.Fatalf("run %s: status %s, error %q, finished %v", tc.id, r.Status, errText, r.FinishedAt)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/switchboard/switchboard/infra/cluster"
+)
+
+// clusterOperator is the cluster as the operator routes use it: every node
+// asked or told from whichever node the request reached.
+type clusterOperator interface {
+	Status(ctx context.Context) (cluster.Status, error)
+	DisconnectUser(ctx context.Context, userID string) (cluster.DisconnectResult, error)
+	Drain(ctx context.Context, nodeID string) error
+}
+
+// presenceGatherer merges a room's members from every node.
+type presenceGatherer interface {
+	Presence(ctx context.Context, room string) (cluster.Presence, error)
+}
+
+type clusterStatusOutput struct {
+	Body cluster.Status
+}
+
+type userIDInput struct {
+	ID string `path:"id" format:"uuid" doc:"user id"`
+}
+
+type disconnectOutput struct {
+	Body cluster.DisconnectResult
+}
+
+type nodeIDInput struct {
+	ID string `path:"id" format:"uuid" doc:"node id, as GET /v1/cluster/status lists it"`
+}
+
+type drainOutput struct {
+	Body struct {
+		Acked bool `json:"acked"`
+	}
+}
+
+type presenceInput struct {
+	Room string `query:"room" required:"true" minLength:"1" maxLength:"200" doc:"room name"`
+}
+
+type presenceOutput struct {
+	Body cluster.Presence
+}
+
+const adminOnly = "this route needs the admin role"
+
+func registerCluster(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "cluster-status", Method: http.MethodGet, Path: "/v1/cluster/status",
+		Summary:     "Every node, the queue and the scheduler backlog, from any node",
+		Description: "Asks every registered node concurrently (500 ms each); a node that does not answer is listed with reachable false and the answer is degraded.",
+		Tags:        []string{"Cluster"}, Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden},
+	}, s.clusterStatus)
+	huma.Register(api, huma.Operation{
+		OperationID: "admin-disconnect-user", Method: http.MethodPost, Path: "/v1/admin/users/{id}/disconnect",
+		Summary: "Close a user's sockets on every node", Tags: []string{"Cluster"},
+		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, s.disconnectUser)
+	huma.Register(api, huma.Operation{
+		OperationID: "admin-drain-node", Method: http.MethodPost, Path: "/v1/admin/nodes/{id}/drain",
+		Summary: "Drain a node: no new tasks, jobs or sockets, readiness fails; it keeps running",
+		Tags:    []string{"Cluster"}, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusBadGateway, http.StatusGatewayTimeout},
+	}, s.drainNode)
+}
+
+func registerPresence(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "presence", Method: http.MethodGet, Path: "/v1/presence",
+		Summary:     "Who is in a room, over every node",
+		Description: "Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. Members of the room and admins only.",
+		Tags:        []string{"Realtime"}, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, s.presence)
+}
+
+func (s *Server) clusterStatus(ctx context.Context, _ *struct{}) (*clusterStatusOutput, error) {
+	if !principal(ctx).IsAdmin() {
+		return nil, huma.Error403Forbidden(adminOnly)
+	}
+	st, err := s.opts.Cluster.Status(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	return &clusterStatusOutput{Body: st}, nil
+}
+
+func (s *Server) disconnectUser(ctx context.Context, in *userIDInput) (*disconnectOutput, error) {
+	if !principal(ctx).IsAdmin() {
+		return nil, huma.Error403Forbidden(adminOnly)
+	}
+	res, err := s.opts.Cluster.DisconnectUser(ctx, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	return &disconnectOutput{Body: res}, nil
+}
+
+func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, error) {
+	if !principal(ctx).IsAdmin() {
+		return nil, huma.Error403Forbidden(adminOnly)
+	}
+	err := s.opts.Cluster.Drain(ctx, in.ID)
+	var ce *cluster.CallError
+	switch {
+	case errors.Is(err, cluster.ErrUnknownNode):
+		return nil, huma.Error404NotFound("no node " + in.ID + " is registered; GET /v1/cluster/status lists the nodes")
+	case errors.As(err, &ce) && ce.Timeout:
+		return nil, huma.Error504GatewayTimeout("the node did not answer in time; it may be down: " + ce.Error())
+	case errors.As(err, &ce):
+		return nil, huma.Error502BadGateway("the node could not be reached: " + ce.Error())
+	case err != nil:
+		return nil, s.fail(ctx, err, "", "")
+	}
+	out := &drainOutput{}
+	out.Body.Acked = true
+	return out, nil
+}
+
+func (s *Server) presence(ctx context.Context, in *presenceInput) (*presenceOutput, error) {
+	p, err := s.opts.Presence.Presence(ctx, in.Room)
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	caller := principal(ctx)
+	member := slices.ContainsFunc(p.Users, func(u cluster.PresenceUser) bool { return u.UserID == caller.UserID })
+	if !member && !caller.IsAdmin() {
+		return nil, huma.Error403Forbidden("only members of the room and admins can see who is in it; join the room first")
+	}
+	return &presenceOutput{Body: p}, nil
+}
