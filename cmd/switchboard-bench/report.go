@@ -91,8 +91,13 @@ func writeDocs(b *strings.Builder, p pkgResult) {
 		ran[strings.SplitN(r.Name, "/", 2)[0]] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.docs)) {
-		if ran[name] && p.docs[name] != "" {
-			fmt.Fprintf(b, "- `%s`: %s\n", name, firstSentences(p.docs[name], 300))
+		doc := firstSentences(p.docs[name], 300)
+		switch {
+		case !ran[name] || doc == "":
+		case strings.HasPrefix(doc, "Benchmark"+name+" "):
+			fmt.Fprintf(b, "- `%s` %s\n", "Benchmark"+name, strings.TrimPrefix(doc, "Benchmark"+name+" "))
+		default:
+			fmt.Fprintf(b, "- `%s`: %s\n", "Benchmark"+name, doc)
 		}
 	}
 	b.WriteString("\n")
@@ -181,8 +186,8 @@ func baselines(rs []result) map[int]int {
 				continue
 			}
 			cs := strings.Split(c.Name, "/")
-			if len(cs) != len(as) {
-				continue
+			if len(cs) != len(as) || len(as) < 2 {
+				continue // only sub-benchmarks of one benchmark are compared
 			}
 			diff := -1
 			for k := range as {
@@ -232,9 +237,15 @@ func unitTokens(u string) []string {
 	return strings.FieldsFunc(u, func(r rune) bool { return r == '-' || r == '_' || r == '/' })
 }
 
+// figuresOf lists a result's metrics. A one-iteration benchmark that
+// reports its own figures ran a fixed workload: its ns/op is only how long
+// that took, and is left out.
 func figuresOf(r result, _ []string) string {
 	var parts []string
 	for _, m := range r.Metrics {
+		if m.Unit == "ns/op" && r.Iterations == 1 && len(r.Metrics) > 1 {
+			continue
+		}
 		parts = append(parts, formatValue(m.Value)+" "+m.Unit)
 	}
 	return strings.Join(parts, "<br>")

@@ -104,14 +104,16 @@ func benchPackages(root string) (map[string]map[string]string, error) {
 	return pkgs, err
 }
 
-// docOf is a benchmark's doc comment on one line, without its own name.
+// docOf is a benchmark's doc comment on one line.
 func docOf(fn *ast.FuncDecl) string {
 	if fn.Doc == nil {
 		return ""
 	}
 	doc := strings.Join(strings.Fields(fn.Doc.Text()), " ")
-	doc = strings.TrimPrefix(doc, fn.Name.Name)
-	return strings.TrimSpace(strings.TrimLeft(doc, ":,"))
+	if rest, ok := strings.CutPrefix(doc, fn.Name.Name+":"); ok {
+		return strings.TrimSpace(rest) // "BenchmarkX: what it measures"
+	}
+	return doc
 }
 
 func exists(p string) bool {
