@@ -90,17 +90,22 @@ func writeDocs(b *strings.Builder, p pkgResult) {
 	for _, r := range p.results {
 		ran[strings.SplitN(r.Name, "/", 2)[0]] = true
 	}
+	wrote := false
 	for _, name := range slices.Sorted(maps.Keys(p.docs)) {
 		doc := firstSentences(p.docs[name], 300)
-		switch {
-		case !ran[name] || doc == "":
-		case strings.HasPrefix(doc, "Benchmark"+name+" "):
-			fmt.Fprintf(b, "- `%s` %s\n", "Benchmark"+name, strings.TrimPrefix(doc, "Benchmark"+name+" "))
-		default:
-			fmt.Fprintf(b, "- `%s`: %s\n", "Benchmark"+name, doc)
+		if !ran[name] || doc == "" {
+			continue
 		}
+		if rest, ok := strings.CutPrefix(doc, "Benchmark"+name+" "); ok {
+			fmt.Fprintf(b, "- `Benchmark%s` %s\n", name, rest)
+		} else {
+			fmt.Fprintf(b, "- `Benchmark%s`: %s\n", name, doc)
+		}
+		wrote = true
 	}
-	b.WriteString("\n")
+	if wrote {
+		b.WriteString("\n")
+	}
 }
 
 // firstSentences cuts s after the sentence that passes n characters.
@@ -144,18 +149,18 @@ func writeTable(b *strings.Builder, rs []result) {
 		if isBase[i] && !paired {
 			continue // shown beside the benchmarks it is the baseline of
 		}
-		figs := figuresOf(r, nil)
+		figs := figuresOf(r)
 		if !paired {
 			self := selfBaselines(r)
 			fmt.Fprintf(b, "| `%s` | %s | %s | | %s |\n", r.Name, figs, dash(self != ""), self)
 			continue
 		}
 		br := rs[j]
-		fmt.Fprintf(b, "| `%s` | %s | `%s` | %s | %s |\n", r.Name, figs, br.Name, figuresOf(br, nil), ratios(r, br))
+		fmt.Fprintf(b, "| `%s` | %s | `%s` | %s | %s |\n", r.Name, figs, br.Name, figuresOf(br), ratios(r, br))
 	}
 	for i, r := range rs {
 		if isBase[i] && !referenced(base, i) {
-			fmt.Fprintf(b, "| `%s` | %s | | | |\n", r.Name, figuresOf(r, nil))
+			fmt.Fprintf(b, "| `%s` | %s | | | |\n", r.Name, figuresOf(r))
 		}
 	}
 }
@@ -240,7 +245,7 @@ func unitTokens(u string) []string {
 // figuresOf lists a result's metrics. A one-iteration benchmark that
 // reports its own figures ran a fixed workload: its ns/op is only how long
 // that took, and is left out.
-func figuresOf(r result, _ []string) string {
+func figuresOf(r result) string {
 	var parts []string
 	for _, m := range r.Metrics {
 		if m.Unit == "ns/op" && r.Iterations == 1 && len(r.Metrics) > 1 {
