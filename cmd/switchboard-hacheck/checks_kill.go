@@ -53,35 +53,17 @@ func (h *harness) checkKill(ctx context.Context) (figures, error) {
 	}
 
 	alt := (victim + 1) % len(h.cl.replicas)
-	var resock *socket
-	if s := socks[victim]; s != nil {
-		if !s.waitEnded(5 * time.Second) {
-			errs = append(errs, errors.New("the killed replica's socket stayed open"))
-		}
-		began := time.Now()
-		resock, err = h.openSocket(ctx, kim, alt, alt)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reconnect to r%d: %w", alt+1, err))
-		} else {
-			f.add("reconnect", time.Since(began))
-			defer resock.close()
-		}
+	resock, err := h.reconnect(ctx, &f, kim, socks[victim], alt)
+	if err != nil {
+		errs = append(errs, err)
+	} else if resock != nil {
+		defer resock.close()
 	}
 
 	errs = append(errs, h.checkRescue(ctx, &f, kim, runOf, victimRuns, victim, killAt, resock)...)
 
-	restartAt := time.Now()
-	if err := vr.start(); err != nil {
-		return f, errors.Join(append(errs, err)...)
-	}
-	if err := vr.waitReady(ctx, 60*time.Second); err != nil {
-		return f, errors.Join(append(errs, err)...)
-	}
-	f.add("restart_ready", time.Since(restartAt))
-	if d, err := h.waitRejoined(ctx, alt, vr.addr(), restartAt, 20*time.Second); err != nil {
-		errs = append(errs, fmt.Errorf("restarted %s: %w", vr.name, err))
-	} else {
-		f.add("rejoined", d)
+	if err := h.restartRejoin(ctx, &f, victim, alt); err != nil {
+		errs = append(errs, err)
 	}
 	if h.cron.task != nil {
 		a, err := h.cronWindow(ctx, killAt.Add(-2*time.Second), time.Now().Add(-3*time.Second))
@@ -90,6 +72,44 @@ func (h *harness) checkKill(ctx context.Context) (figures, error) {
 		}
 	}
 	return f, errors.Join(errs...)
+}
+
+// reconnect: the killed replica's socket ends, and its user connects to
+// replica alt instead (nil socket when there was none to begin with).
+func (h *harness) reconnect(ctx context.Context, f *figures, u *user, old *socket, alt int) (*socket, error) {
+	if old == nil {
+		return nil, nil
+	}
+	if !old.waitEnded(5 * time.Second) {
+		return nil, errors.New("the killed replica's socket stayed open")
+	}
+	began := time.Now()
+	s, err := h.openSocket(ctx, u, alt, alt)
+	if err != nil {
+		return nil, fmt.Errorf("reconnect to r%d: %w", alt+1, err)
+	}
+	f.add("reconnect", time.Since(began))
+	return s, nil
+}
+
+// restartRejoin starts replica r again and waits until replica asker lists
+// it as a live node.
+func (h *harness) restartRejoin(ctx context.Context, f *figures, r, asker int) error {
+	vr := h.cl.replicas[r]
+	restartAt := time.Now()
+	if err := vr.start(); err != nil {
+		return err
+	}
+	if err := vr.waitReady(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	f.add("restart_ready", time.Since(restartAt))
+	d, err := h.waitRejoined(ctx, asker, vr.addr(), restartAt, 20*time.Second)
+	if err != nil {
+		return fmt.Errorf("restarted %s: %w", vr.name, err)
+	}
+	f.add("rejoined", d)
+	return nil
 }
 
 // slowRuns creates n tasks calling prefix<i> (answered after ms) and

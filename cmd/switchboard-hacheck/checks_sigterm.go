@@ -38,32 +38,8 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 	}
 	h.rec.waitFor(ctx, "/slow/term-", 5*time.Second, func(ds []delivery) bool { return len(ds) >= len(slow) })
 
-	// A client of the victim must be told to reconnect elsewhere.
-	sock, err := h.openSocket(ctx, h.users["alice"], victim, victim)
-	if err != nil {
-		errs = append(errs, err)
-	} else {
-		defer sock.close()
-	}
-	watch := watchReadiness(ctx, h, victim)
-	took, code, err := vr.terminate(40 * time.Second)
-	exitedAt := time.Now()
-	saw503 := watch()
-	f.add("exit", code)
-	f.add("shutdown", took)
-	f.add("ready_503_first", saw503)
-	if err != nil {
-		errs = append(errs, err)
-	} else if code != 0 {
-		errs = append(errs, fmt.Errorf("%s exited %d after SIGTERM, want 0", vr.name, code))
-	}
-	if sock != nil {
-		told := sock.count(func(fr frame) bool { return fr.Event == "server.draining" }) > 0
-		f.add("socket_told_draining", told)
-		if !told {
-			errs = append(errs, fmt.Errorf("the socket on %s got no server.draining before the exit (got %s)", vr.name, sock.summary()))
-		}
-	}
+	exitedAt, termErrs := h.terminate(ctx, &f, victim)
+	errs = append(errs, termErrs...)
 	sleepCtx(ctx, h.opts.profile.load/2)
 	stopLoad()
 	<-done
@@ -74,19 +50,8 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 	if n := l.failed.Load(); n > 0 {
 		errs = append(errs, fmt.Errorf("%d API requests failed through the retrying client, first: %v", n, l.firstErr()))
 	}
-	onVictim, finished := 0, 0
-	for _, d := range h.rec.matching("/slow/term-") {
-		if d.Replica == victim {
-			onVictim++
-			if !d.End.IsZero() && !d.End.After(exitedAt) {
-				finished++
-			}
-		}
-	}
-	f.add("jobs_on_victim", onVictim)
-	f.add("finished_before_exit", finished)
-	if finished < onVictim {
-		errs = append(errs, fmt.Errorf("%s exited with %d of its %d running jobs unfinished", vr.name, onVictim-finished, onVictim))
+	if err := h.jobsFinishedBefore(&f, "/slow/term-", victim, exitedAt); err != nil {
+		errs = append(errs, err)
 	}
 
 	if err := vr.start(); err != nil {
@@ -101,6 +66,59 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 	}
 	errs = append(errs, h.checkNoLostRuns(ctx, &f, ids)...)
 	return f, errors.Join(errs...)
+}
+
+// terminate sends SIGTERM to replica r with a socket connected to it and its
+// readiness watched: it must exit 0, tell the socket server.draining, and
+// (figure only) fail readiness first.
+func (h *harness) terminate(ctx context.Context, f *figures, r int) (time.Time, []error) {
+	var errs []error
+	vr := h.cl.replicas[r]
+	sock, err := h.openSocket(ctx, h.users["alice"], r, r)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		defer sock.close()
+	}
+	watch := watchReadiness(ctx, h, r)
+	took, code, err := vr.terminate(40 * time.Second)
+	exitedAt := time.Now()
+	f.add("exit", code)
+	f.add("shutdown", took)
+	f.add("ready_503_first", watch())
+	if err != nil {
+		errs = append(errs, err)
+	} else if code != 0 {
+		errs = append(errs, fmt.Errorf("%s exited %d after SIGTERM, want 0", vr.name, code))
+	}
+	if sock != nil {
+		told := sock.count(func(fr frame) bool { return fr.Event == "server.draining" }) > 0
+		f.add("socket_told_draining", told)
+		if !told {
+			errs = append(errs, fmt.Errorf("the socket on %s got no server.draining before the exit (got %s)", vr.name, sock.summary()))
+		}
+	}
+	return exitedAt, errs
+}
+
+// jobsFinishedBefore: every call under prefix made by replica r ended before
+// it exited (a graceful stop finishes its running jobs).
+func (h *harness) jobsFinishedBefore(f *figures, prefix string, r int, exitedAt time.Time) error {
+	onVictim, finished := 0, 0
+	for _, d := range h.rec.matching(prefix) {
+		if d.Replica == r {
+			onVictim++
+			if !d.End.IsZero() && !d.End.After(exitedAt) {
+				finished++
+			}
+		}
+	}
+	f.add("jobs_on_victim", onVictim)
+	f.add("finished_before_exit", finished)
+	if finished < onVictim {
+		return fmt.Errorf("%s exited with %d of its %d running jobs unfinished", h.cl.replicas[r].name, onVictim-finished, onVictim)
+	}
+	return nil
 }
 
 // checkNoLostRuns: every accepted run ends succeeded.
