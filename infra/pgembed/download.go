@@ -24,9 +24,12 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 		return nil, fmt.Errorf("%w (downloaded binaries cannot run as root)", ErrNoPostgres)
 	}
 	base := filepath.Join(opts.Dir, "downloaded")
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	cfg := embeddedpostgres.DefaultConfig().
 		Version(downloadedVersion).

@@ -35,7 +35,11 @@ type Options struct {
 	Detached bool
 	// MaxConnections defaults to 200.
 	MaxConnections int
-	Logger         *slog.Logger
+	// Port to listen on; 0 picks a free one at each start. A fixed port keeps
+	// the URL across a stop and start (chaos tests restart the server under
+	// running clients).
+	Port   int
+	Logger *slog.Logger
 }
 
 // Server is a running (or attached-to) PostgreSQL.
@@ -166,9 +170,12 @@ func StopPID(pgdata string) error {
 }
 
 func launch(ctx context.Context, binDir, pgdata, password string, acct *account, opts Options) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	logFile, err := os.OpenFile(filepath.Join(opts.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

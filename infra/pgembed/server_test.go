@@ -2,6 +2,8 @@ package pgembed
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -76,4 +78,38 @@ func mustExec(t *testing.T, url, sql string) {
 	if _, err := conn.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// TestFixedPortKeepsURL: with Options.Port the URL survives a stop and start,
+// so clients holding it reconnect on their own.
+func TestFixedPortKeepsURL(t *testing.T) {
+	t.Parallel()
+	if FindBinDir() == "" {
+		t.Skip("no PostgreSQL binaries installed")
+	}
+	ctx := context.Background()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	first, err := Start(ctx, Options{Dir: dir, Ephemeral: true, Port: port})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if want := fmt.Sprintf("127.0.0.1:%d/", port); !strings.Contains(first.URL(), want) {
+		t.Fatalf("URL %s does not use port %d", first.URL(), port)
+	}
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Start(ctx, Options{Dir: dir, Ephemeral: true, Port: port})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { _ = again.Stop() })
+	if again.URL() != first.URL() {
+		t.Fatalf("URL changed across restart: %s then %s", first.URL(), again.URL())
+	}
+	mustExec(t, again.URL(), "SELECT 1")
 }
