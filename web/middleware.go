@@ -133,7 +133,12 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 			rec := recorderOf(w)
 			next.ServeHTTP(rec, r)
 			level := slog.LevelInfo
-			if rec.code() >= 500 {
+			switch {
+			case rec.code() == http.StatusServiceUnavailable:
+				// Readiness during drain or a database outage: expected,
+				// and probes would flood the error log.
+				level = slog.LevelWarn
+			case rec.code() >= 500:
 				level = slog.LevelError
 			}
 			logger.LogAttrs(r.Context(), level, "request",
