@@ -295,9 +295,27 @@ func (a *app) logBanner() {
 	if a.embedded != nil {
 		dir, _ := filepath.Abs(a.cfg.DataDir)
 		attrs = append(attrs, "database_url", a.embedded.URL(),
-			"second_replica", fmt.Sprintf("SWITCHBOARD_DATA_DIR=%s PORT=%d %s", dir, port+1, selfCommand()))
+			"second_replica", fmt.Sprintf("%sSWITCHBOARD_DATA_DIR=%s PORT=%d %s", sharedEnv(), dir, port+1, selfCommand()))
 	}
 	a.logger.Info("switchboard is serving", attrs...)
+}
+
+// sharedEnv is the SWITCHBOARD_* settings of this process that a second
+// replica must share (admin emails, limits, ...), as shell assignments.
+// Per-node settings are left out; secrets come from the data directory.
+func sharedEnv() string {
+	var b strings.Builder
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case !strings.HasPrefix(k, "SWITCHBOARD_"),
+			k == "SWITCHBOARD_DATA_DIR", k == "SWITCHBOARD_HTTP_ADDR", k == "SWITCHBOARD_ADVERTISE_ADDR",
+			k == "SWITCHBOARD_JWT_SECRET", k == "SWITCHBOARD_CLUSTER_SECRET":
+			continue
+		}
+		fmt.Fprintf(&b, "%s='%s' ", k, strings.ReplaceAll(v, "'", `'\''`))
+	}
+	return b.String()
 }
 
 // selfCommand is how the user started us: `go run ./cmd/switchboard` when
