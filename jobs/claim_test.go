@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"sync"
 	"testing"
 	"time"
@@ -230,12 +231,12 @@ func TestClaimerLoop(t *testing.T) {
 	if err := c.Start(context.Background()); err == nil {
 		t.Fatal("a second Start succeeded")
 	}
-	eventually(t, 5*time.Second, "two scheduled runs", func() bool { return len(b.runs(t, task.ID)) >= 2 })
+	testwait.For(t, 5*time.Second, "two scheduled runs", func() bool { return len(b.runs(t, task.ID)) >= 2 })
 
 	t.Run("paused claims nothing", func(t *testing.T) {
 		c.SetPaused(true)
 		// A claim in flight when pausing may still commit; count after it.
-		eventually(t, 3*time.Second, "the loop to settle", func() bool {
+		testwait.For(t, 3*time.Second, "the loop to settle", func() bool {
 			before := len(b.runs(t, task.ID))
 			time.Sleep(1200 * time.Millisecond)
 			return len(b.runs(t, task.ID)) == before
@@ -249,7 +250,7 @@ func TestClaimerLoop(t *testing.T) {
 		}
 		c.SetPaused(false)
 		n := len(b.runs(t, task.ID))
-		eventually(t, 3*time.Second, "claims to resume", func() bool { return len(b.runs(t, task.ID)) > n })
+		testwait.For(t, 3*time.Second, "claims to resume", func() bool { return len(b.runs(t, task.ID)) > n })
 	})
 
 	c.Stop()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"os"
 	"os/exec"
@@ -55,7 +56,7 @@ func newReceiver(b *testing.B, n *node, user string) *receiver {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	r := &receiver{conn: conn, seen: map[int]bool{}}
-	waitFor(b, "receiver registered", func() bool { return n.hub.hasUser(user) })
+	testwait.For(b, 10*time.Second, "receiver registered", func() bool { return n.hub.hasUser(user) })
 	go r.read()
 	return r
 }
@@ -129,12 +130,12 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 	same, cross := newReceiver(b, a, user), newReceiver(b, bn, user)
 	const rate, seconds = 1000, 3
 	pace(b, a.bus, user, rate, rate/10) // warm up
-	waitFor(b, "warm-up delivered", func() bool { return cross.got.Load() == rate/10 && same.got.Load() == rate/10 })
+	testwait.For(b, 10*time.Second, "warm-up delivered", func() bool { return cross.got.Load() == rate/10 && same.got.Load() == rate/10 })
 	same.reset()
 	cross.reset()
 	for range b.N {
 		achieved := pace(b, a.bus, user, rate, rate*seconds)
-		waitFor(b, "all delivered", func() bool { return cross.got.Load() == rate*seconds && same.got.Load() == rate*seconds })
+		testwait.For(b, 10*time.Second, "all delivered", func() bool { return cross.got.Load() == rate*seconds && same.got.Load() == rate*seconds })
 		s50, s99, smax := same.percentiles()
 		c50, c99, cmax := cross.percentiles()
 		b.Logf("at %.0f msg/s for %d s: same-replica p50 %s p99 %s max %s; cross-replica p50 %s p99 %s max %s",
@@ -198,7 +199,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		if !strings.HasPrefix(line, "ready") {
 			b.Fatalf("client process: %q", line)
 		}
-		waitFor(b, "sockets registered", func() bool { return n.hub.LocalConnections() == conns })
+		testwait.For(b, 10*time.Second, "sockets registered", func() bool { return n.hub.LocalConnections() == conns })
 		heap1, stack1, rss1, g1 := memNow()
 		if f := os.Getenv("HEAPPROF"); f != "" { // a heap profile with every socket open
 			w, _ := os.Create(f)
@@ -212,7 +213,7 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 		b.ReportMetric(float64(g1-g0)/conns, "goroutines/conn")
 		stdin.Close()
 		_ = child.Wait()
-		waitFor(b, "sockets closed", func() bool { return n.hub.LocalConnections() == 0 })
+		testwait.For(b, 10*time.Second, "sockets closed", func() bool { return n.hub.LocalConnections() == 0 })
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"strings"
 	"testing"
 	"time"
@@ -211,7 +212,7 @@ func TestListenReconnects(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	waitFor(t, "readiness back", func() bool { return b.bus.Ready(ctx) == nil })
+	testwait.For(t, 10*time.Second, "readiness back", func() bool { return b.bus.Ready(ctx) == nil })
 	if counterValue(b.bus.metrics.reconnects) < 1 {
 		t.Fatal("reconnect not counted")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -83,7 +84,7 @@ func dial(t testing.TB, n *node, user string) *wsClient {
 	c := &wsClient{conn: conn, frames: make(chan Frame, 1000), done: make(chan struct{})}
 	go c.read()
 	t.Cleanup(func() { _ = conn.Close() })
-	waitFor(t, "connection registered", func() bool { return n.hub.UserConnectionsLocal(user) > before })
+	testwait.For(t, 10*time.Second, "connection registered", func() bool { return n.hub.UserConnectionsLocal(user) > before })
 	return c
 }
 
@@ -162,16 +163,6 @@ func (c *wsClient) closeCode(t testing.TB) int {
 }
 
 // waitFor polls cond until it holds, failing after 10 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func counterValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
 

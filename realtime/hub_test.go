@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -180,7 +181,7 @@ func TestSlowConsumerIsClosedWith3008(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	waitFor(t, "connection registered", func() bool { return n.hub.hasUser(user) })
+	testwait.For(t, 10*time.Second, "connection registered", func() bool { return n.hub.hasUser(user) })
 	other := dial(t, n, uuid.NewString())
 
 	// The client reads nothing while frames pour in.
@@ -208,7 +209,7 @@ func TestSlowConsumerIsClosedWith3008(t *testing.T) {
 	if !asCloseError(err, &closeErr) || closeErr.Code != CloseSlowConsumer {
 		t.Fatalf("read ended with %v, want close code 3008", err)
 	}
-	waitFor(t, "slow connection gone", func() bool { return !n.hub.hasUser(user) })
+	testwait.For(t, 10*time.Second, "slow connection gone", func() bool { return !n.hub.hasUser(user) })
 	if got := counterValue(n.hub.metrics.slow); got != 1 {
 		t.Fatalf("slow consumer metric = %v, want 1", got)
 	}
@@ -265,7 +266,7 @@ func TestDisconnectUserLocal(t *testing.T) {
 			t.Fatalf("close code %d, want %d", code, CloseDisconnected)
 		}
 	}
-	waitFor(t, "sockets gone", func() bool { return n.hub.LocalConnections() == 1 })
+	testwait.For(t, 10*time.Second, "sockets gone", func() bool { return n.hub.LocalConnections() == 1 })
 	o.send(t, Frame{Event: "room.join", Room: "x"})
 	o.expect(t, EventRoomJoined)
 }

@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"fmt"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -179,7 +180,7 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool) {
 		t.Fatal(err)
 	}
 	t.Logf("claims were up to %v behind when scheduling stopped", lag.Round(time.Millisecond))
-	eventually(t, 60*time.Second, "every run to finish", func() bool {
+	testwait.For(t, 60*time.Second, "every run to finish", func() bool {
 		var open int
 		_ = admin.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE finished_at IS NULL`).Scan(&open)
 		return open == 0

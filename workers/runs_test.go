@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestRunWorker(t *testing.T) {
 		if err := json.Unmarshal(hook.requests()[0].body, &body); err != nil || body["run_id"] != run.ID || body["task_id"] != task.ID || body["trigger"] != "manual" {
 			t.Fatalf("default body: %s (%v)", hook.requests()[0].body, err)
 		}
-		eventually(t, 5*time.Second, "events", func() bool { return len(b.pub.runEvents(run.ID)) == 2 })
+		testwait.For(t, 5*time.Second, "events", func() bool { return len(b.pub.runEvents(run.ID)) == 2 })
 		if ev := strings.Join(b.pub.runEvents(run.ID), " "); ev != "task.run.running task.run.succeeded" {
 			t.Fatalf("events: %s", ev)
 		}
@@ -93,7 +94,7 @@ func TestRunWorker(t *testing.T) {
 				t.Errorf("retry %d came after %v, want at least %v", i, gap, base*time.Duration(i))
 			}
 		}
-		eventually(t, 5*time.Second, "events", func() bool { return len(b.pub.runEvents(run.ID)) == 6 })
+		testwait.For(t, 5*time.Second, "events", func() bool { return len(b.pub.runEvents(run.ID)) == 6 })
 		want := "task.run.running task.run.queued task.run.running task.run.queued task.run.running task.run.succeeded"
 		if ev := strings.Join(b.pub.runEvents(run.ID), " "); ev != want {
 			t.Fatalf("events: %s", ev)
@@ -197,7 +198,7 @@ func TestRunWorker(t *testing.T) {
 		if err := jobs.DeleteTask(ctx, b.pool, b.owner, task.ID); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "the job to complete", func() bool {
+		testwait.For(t, 10*time.Second, "the job to complete", func() bool {
 			var state string
 			_ = b.pool.QueryRow(ctx, `SELECT state FROM river_job WHERE args->>'run_id' = $1`, run.ID).Scan(&state)
 			return state == "completed"

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"log/slog"
 	"net/http"
@@ -164,7 +165,7 @@ func (b *testBundle) trigger(t *testing.T, taskID string) jobs.Run {
 func (b *testBundle) waitRun(t *testing.T, id string, within time.Duration) jobs.Run {
 	t.Helper()
 	var run jobs.Run
-	eventually(t, within, "run "+id+" to finish", func() bool {
+	testwait.For(t, within, "run "+id+" to finish", func() bool {
 		var err error
 		run, err = jobs.GetRun(context.Background(), b.pool, b.owner, id)
 		if err != nil {
@@ -173,17 +174,6 @@ func (b *testBundle) waitRun(t *testing.T, id string, within time.Duration) jobs
 		return run.FinishedAt != nil
 	})
 	return run
-}
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // hit is one request a hookServer received.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -43,9 +44,9 @@ func TestDrainedNodeStopsClaiming(t *testing.T) {
 	// A claim already in flight when the drain arrived may still commit:
 	// count from after the others' next claim.
 	start := others()
-	waitFor(t, 15*time.Second, "another node to claim a tick", func() bool { return others() > start })
+	testwait.For(t, 15*time.Second, "another node to claim a tick", func() bool { return others() > start })
 	before, othersBefore := claimed(t, drained), others()
-	waitFor(t, 20*time.Second, "the other nodes to claim 4 more ticks", func() bool { return others() >= othersBefore+4 })
+	testwait.For(t, 20*time.Second, "the other nodes to claim 4 more ticks", func() bool { return others() >= othersBefore+4 })
 	if after := claimed(t, drained); after != before {
 		t.Fatalf("the drained node claimed %v ticks after the drain", after-before)
 	}
@@ -154,18 +155,18 @@ func TestKilledNodesRunIsRetriedElsewhere(t *testing.T) {
 	_ = doomed.wait(t, 10*time.Second)
 	hook.Release()
 
-	waitFor(t, 45*time.Second, "the run to be retried", func() bool { return len(hook.callsOf(runID)) >= 2 })
+	testwait.For(t, 45*time.Second, "the run to be retried", func() bool { return len(hook.callsOf(runID)) >= 2 })
 	took := time.Since(killed)
 	t.Logf("run retried on the live replica %s after the kill", took.Round(100*time.Millisecond))
 	if took > 30*time.Second {
 		t.Fatalf("retry took %s, want within ~30 s", took)
 	}
-	waitFor(t, 15*time.Second, "the retried run to succeed", func() bool {
+	testwait.For(t, 15*time.Second, "the retried run to succeed", func() bool {
 		status, attempt := runState(t, dbURL, runID)
 		return status == "succeeded" && attempt == 2
 	})
 	calledBefore := hook.runsCalled()
-	waitFor(t, 15*time.Second, "the task's next ticks to run", func() bool { return hook.runsCalled() >= calledBefore+2 })
+	testwait.For(t, 15*time.Second, "the task's next ticks to run", func() bool { return hook.runsCalled() >= calledBefore+2 })
 	_, run := call(t, http.MethodGet, live.URL+"/v1/runs/"+runID, nil, token)
 	if run["task_id"] != taskID || run["status"] != "succeeded" {
 		t.Fatalf("run through the API: %v", run)
@@ -186,7 +187,7 @@ func TestSIGTERMLetsTheRunningJobFinish(t *testing.T) {
 	runID := hook.waitFirst(t)
 
 	p.signal(t, syscall.SIGTERM)
-	waitFor(t, 5*time.Second, "readiness to fail", func() bool {
+	testwait.For(t, 5*time.Second, "readiness to fail", func() bool {
 		res, err := http.Get(p.URL + "/healthz/ready")
 		if err != nil {
 			return false

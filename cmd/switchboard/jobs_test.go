@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -41,7 +42,7 @@ func TestTasksRunAcrossRoles(t *testing.T) {
 		t.Fatalf("create: %d %v", status, task)
 	}
 	id := task["id"].(string)
-	waitFor(t, 15*time.Second, "two scheduled runs to succeed", func() bool {
+	testwait.For(t, 15*time.Second, "two scheduled runs to succeed", func() bool {
 		_, runs := call(t, http.MethodGet, web.URL+"/v1/tasks/"+id+"/runs", nil, token)
 		ok := 0
 		for _, r := range runs["items"].([]any) {
@@ -60,7 +61,7 @@ func TestTasksRunAcrossRoles(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("manual run: %d %v", status, run)
 	}
-	waitFor(t, 15*time.Second, "the manual run to succeed", func() bool {
+	testwait.For(t, 15*time.Second, "the manual run to succeed", func() bool {
 		_, r := call(t, http.MethodGet, web.URL+"/v1/runs/"+run["id"].(string), nil, token)
 		return r["status"] == "succeeded"
 	})
@@ -123,17 +124,6 @@ func TestRiverUIForAdmins(t *testing.T) {
 	}
 	if s := get("/riverui/", func(r *http.Request) { r.AddCookie(res.Cookies()[0]) }); s != http.StatusOK {
 		t.Fatalf("admin by cookie: %d", s)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net"
 	"net/http"
 	"strings"
@@ -121,23 +122,13 @@ func (s *sock) expect(t *testing.T, event string) realtime.Frame {
 }
 
 // waitUntil polls cond until it holds, failing after 15 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // metric reads one sample from srv's /metrics.
 
 // connected waits until srv holds n sockets of user.
 func connected(t *testing.T, srv *testServer, user string, n int) {
 	t.Helper()
-	waitUntil(t, "sockets registered", func() bool { return srv.hub.UserConnectionsLocal(user) == n })
+	testwait.For(t, 15*time.Second, "sockets registered", func() bool { return srv.hub.UserConnectionsLocal(user) == n })
 }
 
 func TestRealtimeAcrossThreeReplicas(t *testing.T) {
@@ -359,7 +350,7 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 				}
 			}
 			sent += 50
-			waitUntil(t, "A took in the flood", func() bool { return metric(t, cl.a, "switchboard_bus_received_total", "")-base >= sent })
+			testwait.For(t, 15*time.Second, "A took in the flood", func() bool { return metric(t, cl.a, "switchboard_bus_received_total", "")-base >= sent })
 		}
 		_ = tcp.SetReadBuffer(1 << 20)
 		for {
@@ -425,7 +416,7 @@ func TestRealtimeListenConnectionKilled(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, "readiness recovered", func() bool { status, _ := ready(b); return status == http.StatusOK })
+	testwait.For(t, 15*time.Second, "readiness recovered", func() bool { status, _ := ready(b); return status == http.StatusOK })
 	if n := metric(t, b, "switchboard_bus_listen_reconnects_total", ""); n < 1 {
 		t.Fatalf("reconnects metric = %v", n)
 	}

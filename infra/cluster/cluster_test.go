@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -130,17 +131,6 @@ func nodeRow(t *testing.T, q db.DB, id string) (Node, bool) {
 	return n, true
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestMembership(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -155,7 +145,7 @@ func TestMembership(t *testing.T) {
 		}
 		var first time.Time
 		_ = pool.QueryRow(ctx, `SELECT heartbeat_at FROM cluster_nodes WHERE id = $1`, n.NodeID()).Scan(&first)
-		waitFor(t, 2*time.Second, "a heartbeat", func() bool {
+		testwait.For(t, 2*time.Second, "a heartbeat", func() bool {
 			var at time.Time
 			_ = pool.QueryRow(ctx, `SELECT heartbeat_at FROM cluster_nodes WHERE id = $1`, n.NodeID()).Scan(&at)
 			return at.After(first)
@@ -173,7 +163,7 @@ func TestMembership(t *testing.T) {
 		if _, err := pool.Exec(ctx, `DELETE FROM cluster_nodes`); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 2*time.Second, "re-registration", func() bool { _, ok := nodeRow(t, pool, n.NodeID()); return ok })
+		testwait.For(t, 2*time.Second, "re-registration", func() bool { _, ok := nodeRow(t, pool, n.NodeID()); return ok })
 	})
 
 	t.Run("reap deletes nodes silent for longer than ReapAfter", func(t *testing.T) {
@@ -234,7 +224,7 @@ func TestRescueDead(t *testing.T) {
 	}
 	dead.crash()
 	start := time.Now()
-	waitFor(t, 5*time.Second, "the dead node's jobs to be rescued by heartbeats", func() bool {
+	testwait.For(t, 5*time.Second, "the dead node's jobs to be rescued by heartbeats", func() bool {
 		s, _, _ := jobState(t, pool, retry)
 		return s != "running"
 	})
