@@ -3,12 +3,13 @@ package jobs
 import (
 	"context"
 	"errors"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 func TestClaimOnce(t *testing.T) {

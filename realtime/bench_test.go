@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 // stamp is the payload of a benchmark message.

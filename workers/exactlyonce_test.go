@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 	"fmt"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 

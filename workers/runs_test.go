@@ -3,12 +3,12 @@ package workers
 import (
 	"context"
 	"encoding/json"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 

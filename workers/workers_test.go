@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/switchboard/switchboard/infra/testwait"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 // TestTasksRunAcrossRoles: a task created on a web-only replica is claimed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"net"
 	"net/http"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/realtime"
 )
 

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"github.com/switchboard/switchboard/infra/testwait"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
