@@ -206,12 +206,7 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 			}
 		}
 		// The other user's first frame everywhere is the marker sent after the DM.
-		from.send(t, realtime.Frame{Event: "dm", To: other, Payload: json.RawMessage(`"marker"`)})
-		for _, s := range others {
-			if f := s.expect(t, "dm"); string(f.Payload) != `"marker"` {
-				t.Fatalf("the other user got %+v before the marker", f)
-			}
-		}
+		requireNothingBeforeMarker(t, from, other, others)
 	})
 
 	t.Run("a room message from C reaches members on A and B, not non-members", func(t *testing.T) {
@@ -236,12 +231,7 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 				t.Fatalf("room frame %+v", f)
 			}
 		}
-		poster.send(t, realtime.Frame{Event: "dm", To: nonMember, Payload: json.RawMessage(`"marker"`)})
-		for _, s := range outsiders {
-			if f := s.expect(t, "dm"); string(f.Payload) != `"marker"` {
-				t.Fatalf("a non-member got %+v", f)
-			}
-		}
+		requireNothingBeforeMarker(t, poster, nonMember, outsiders)
 	})
 
 	t.Run("a 20 KB payload crosses replicas intact", func(t *testing.T) {
@@ -457,5 +447,19 @@ func TestRealtimeDrainAndShutdown(t *testing.T) {
 	var ce *websocket.CloseError
 	if !errors.As(onB.err, &ce) || ce.Code != realtime.CloseGoingAway {
 		t.Fatalf("socket on a stopped node ended with %v, want 1001", onB.err)
+	}
+}
+
+// requireNothingBeforeMarker proves a negative without sleeping: from sends
+// a DM marker to user, and each of user's sockets must see it as its first
+// frame — replicas deliver one node's events in order, so anything that
+// leaked to user earlier would arrive first.
+func requireNothingBeforeMarker(t *testing.T, from *sock, user string, socks []*sock) {
+	t.Helper()
+	from.send(t, realtime.Frame{Event: "dm", To: user, Payload: json.RawMessage(`"marker"`)})
+	for _, s := range socks {
+		if f := s.expect(t, "dm"); string(f.Payload) != `"marker"` {
+			t.Fatalf("user %s got %+v before the marker", user, f)
+		}
 	}
 }
