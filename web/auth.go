@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,14 @@ import (
 
 type credentials struct {
 	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email, case-insensitive"`
-	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters (bcrypt reads at most 72 bytes)"`
+	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters, at most 72 bytes (bcrypt's limit)"`
+}
+
+// loginCredentials has no password rules: a wrong password of any length is
+// a 401, as API.md says, not a validation error.
+type loginCredentials struct {
+	Email    string `json:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Password string `json:"password" maxLength:"1024"`
 }
 
 type authBody struct {
@@ -35,7 +43,7 @@ type authOutput struct {
 }
 
 type loginInput struct {
-	Body   credentials
+	Body   loginCredentials
 	secure bool
 }
 
@@ -77,6 +85,12 @@ func (s *Server) roleFor(email string) string {
 
 func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
 	email := strings.ToLower(strings.TrimSpace(in.Body.Email))
+	if len(in.Body.Password) > 72 { // maxLength counts characters; bcrypt counts bytes
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
+			Message:  "expected at most 72 bytes (bcrypt's limit); this password is " + strconv.Itoa(len(in.Body.Password)),
+			Location: "body.password",
+		})
+	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(in.Body.Password), s.bcryptCost())
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func TestRegister(t *testing.T) {
 		{"unknown field", `{"email":"a3@example.com","password":"12345678","role":"admin"}`, http.StatusUnprocessableEntity},
 		{"malformed json", `{"email":`, http.StatusBadRequest},
 		{"empty body", ``, http.StatusBadRequest},
+		{"password over 72 bytes", `{"email":"a5@example.com","password":"` + strings.Repeat("é", 40) + `"}`, http.StatusUnprocessableEntity},
 		{"too large", `{"email":"a4@example.com","password":"` + strings.Repeat("x", 1<<20) + `"}`, http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +66,7 @@ func TestRegister(t *testing.T) {
 		t.Parallel()
 		b.do(t, http.MethodPost, "/v1/auth/register", `{"email":"nothing@example.com","password":"short"}`, "")
 		res := b.do(t, http.MethodPost, "/v1/auth/login", map[string]string{"email": "nothing@example.com", "password": "short"}, "")
-		requireProblem(t, res, http.StatusUnprocessableEntity)
+		requireProblem(t, res, http.StatusUnauthorized) // no such account
 		res = b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": "nothing@example.com", "password": "12345678"}, "")
 		if res.status != http.StatusCreated {
 			t.Fatalf("a rejected registration left a row behind: %d %s", res.status, res.raw)
@@ -96,6 +98,11 @@ func TestLogin(t *testing.T) {
 	t.Run("missing fields", func(t *testing.T) {
 		t.Parallel()
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/auth/login", `{}`, ""), http.StatusUnprocessableEntity)
+	})
+	t.Run("short password is just wrong", func(t *testing.T) {
+		t.Parallel()
+		res := b.do(t, http.MethodPost, "/v1/auth/login", map[string]string{"email": "login@example.com", "password": "short"}, "")
+		requireProblem(t, res, http.StatusUnauthorized)
 	})
 }
 
@@ -138,6 +145,16 @@ func TestMe(t *testing.T) {
 			}
 		})
 	}
+	t.Run("scheme is case-insensitive", func(t *testing.T) {
+		t.Parallel()
+		req := httptest.NewRequest(http.MethodGet, "/v1/me", nil)
+		req.Header.Set("Authorization", "bearer "+token)
+		rec := httptest.NewRecorder()
+		b.server.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("lower-case scheme: %d %s", rec.Code, rec.Body)
+		}
+	})
 	t.Run("expired says so", func(t *testing.T) {
 		t.Parallel()
 		tok := sign(jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": id, "role": "user", "iss": "switchboard", "exp": now.Add(-time.Hour).Unix()})

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
 // sessionCookie carries an admin's access token to the River UI, whose own
@@ -34,7 +35,12 @@ func (s *Server) mountRiverUI(h http.Handler) {
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.operator(r)
+		var limited *limitedError
 		switch {
+		case errors.As(err, &limited):
+			setRateHeaders(w.Header().Set, limited.d)
+			writeProblem(w, http.StatusTooManyRequests, tooManyDetail(limited.d, "from this address"))
+			return
 		case errors.Is(err, errNoCredentials):
 			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
 			writeProblem(w, http.StatusUnauthorized, "log in as an admin: POST /v1/auth/login sets the session cookie, or use HTTP basic auth with an admin's email and password")
@@ -58,11 +64,11 @@ var errNoCredentials = errors.New("no credentials")
 
 // operator authenticates a River UI request.
 func (s *Server) operator(r *http.Request) (Principal, error) {
-	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return s.tokens.verify(strings.TrimSpace(raw))
+	if raw, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		return s.tokens.verify(raw)
 	}
 	if email, password, ok := r.BasicAuth(); ok {
-		return s.basicAuth(r.Context(), email, password)
+		return s.basicAuth(r, email, password)
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 		p, err := s.tokens.verify(c.Value)
@@ -74,13 +80,24 @@ func (s *Server) operator(r *http.Request) (Principal, error) {
 	return Principal{}, errNoCredentials
 }
 
-// basicAuth checks an email and password like login does. Successes are
-// cached for a minute so the UI's polling does not run bcrypt every time.
-func (s *Server) basicAuth(ctx context.Context, email, password string) (Principal, error) {
+// limitedError is a password guess refused by the auth rate limit.
+type limitedError struct{ d ratelimit.Decision }
+
+func (e *limitedError) Error() string { return "too many login attempts" }
+
+// basicAuth checks an email and password like login does, under the same
+// per-address limit as /v1/auth/* (else it would be an unlimited password
+// oracle). Successes are cached for a minute so the UI's polling neither runs
+// bcrypt nor spends the limit every time.
+func (s *Server) basicAuth(r *http.Request, email, password string) (Principal, error) {
 	const wrong = "wrong email or password"
+	ctx := r.Context()
 	key := sha256.Sum256([]byte(strings.ToLower(email) + "\x00" + password))
 	if p, ok := s.basicCache.get(key); ok {
 		return p, nil
+	}
+	if d := s.limits.auth.Allow(ctx, clientIP(ctx, r.RemoteAddr)); !d.Allowed {
+		return Principal{}, &limitedError{d}
 	}
 	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(email))
 	if err != nil {

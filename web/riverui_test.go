@@ -105,3 +105,35 @@ func TestRiverUI(t *testing.T) {
 		}
 	})
 }
+
+// TestRiverUIBasicAuthIsRateLimited: basic auth checks passwords, so wrong
+// guesses spend the same per-address limit as /v1/auth/login.
+func TestRiverUIBasicAuthIsRateLimited(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	b.register(t, "boss@example.com")
+	guess := func(remote, password string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/riverui/", nil)
+		req.RemoteAddr = remote
+		req.SetBasicAuth("boss@example.com", password)
+		rec := httptest.NewRecorder()
+		b.server.ServeHTTP(rec, req)
+		return rec
+	}
+	var statuses []int
+	for i := range 10 {
+		statuses = append(statuses, guess("198.51.100.7:4000", "wrong guess "+strings.Repeat("x", i)).Code)
+	}
+	for i, s := range statuses {
+		if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusTooManyRequests}[i < 8]; s != want {
+			t.Fatalf("guess %d: %d, want %d (all: %v)", i+1, s, want, statuses)
+		}
+	}
+	rec := guess("198.51.100.7:4000", "correct horse")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("right password after the limit: %d %v", rec.Code, rec.Header())
+	}
+	if rec := guess("198.51.100.8:4000", "correct horse"); rec.Code != http.StatusOK {
+		t.Fatalf("another address is not limited: %d %s", rec.Code, rec.Body)
+	}
+}

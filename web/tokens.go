@@ -77,13 +77,13 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	raw, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-	if !ok || raw == "" {
+	raw, ok := bearerToken(ctx.Header("Authorization"))
+	if !ok {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token from /v1/auth/login>")
 		return
 	}
-	p, err := s.tokens.verify(strings.TrimSpace(raw))
+	p, err := s.tokens.verify(raw)
 	if err != nil {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, err.Error())
@@ -96,4 +96,12 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 func principal(ctx context.Context) Principal {
 	p, _ := ctx.Value(principalKey{}).(Principal)
 	return p
+}
+
+// bearerToken takes the token out of an Authorization header; the scheme
+// name is case-insensitive (RFC 9110 §11.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	token = strings.TrimSpace(token)
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
