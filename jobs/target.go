@@ -51,8 +51,17 @@ var ErrBlockedTarget = errors.New("webhook target refused")
 // private, link-local, carrier-grade NAT, unspecified and reserved ranges
 // unless allowPrivate, and cloud metadata, multicast and broadcast always.
 // IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+// The zone is dropped first (netip's Contains is false for any zoned
+// address, and the kernel ignores the zone of a non-link-local one), and an
+// IPv4 address embedded by NAT64, 6to4 or the IPv4-compatible form is judged
+// as itself as well.
 func CheckTargetIP(ip netip.Addr, allowPrivate bool) error {
-	ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap()
+	if v4, ok := embeddedIPv4(ip); ok {
+		if err := CheckTargetIP(v4, allowPrivate); err != nil {
+			return err
+		}
+	}
 	for _, r := range alwaysBlocked {
 		if r.prefix.Contains(ip) {
 			return fmt.Errorf("%w: %s is %s", ErrBlockedTarget, ip, r.what)
@@ -68,6 +77,29 @@ func CheckTargetIP(ip netip.Addr, allowPrivate bool) error {
 	}
 	return nil
 }
+
+// embeddedIPv4 returns the IPv4 address inside a NAT64 (64:ff9b::/96),
+// 6to4 (2002::/16) or IPv4-compatible (::/96) address: through a translator
+// those reach the IPv4 address, private ones included.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), ipv4Compatible.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+var (
+	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+)
 
 // CheckWebhookURL validates a webhook URL when a task is saved: an absolute
 // http(s) URL with a host, not a literal address or name the guard would

@@ -107,6 +107,15 @@ func TestCheckTargetIP(t *testing.T) {
 		{"224.0.0.1", true, true},
 		{"ff02::1", true, true},
 		{"255.255.255.255", true, true},
+		{"::1%1", true, false},
+		{"::1%lo", true, false},
+		{"fe80::1%eth0", true, false},
+		{"fd00:ec2::254%eth0", true, true},
+		{"64:ff9b::a00:1", true, false},      // NAT64 of 10.0.0.1
+		{"64:ff9b::5db8:d822", false, false}, // NAT64 of 93.184.216.34
+		{"2002:7f00:1::1", true, false},      // 6to4 of 127.0.0.1
+		{"2002:a9fe:a9fe::1", true, true},    // 6to4 of 169.254.169.254
+		{"::a00:1", true, false},             // IPv4-compatible 10.0.0.1
 	} {
 		ip := netip.MustParseAddr(tc.ip)
 		if err := CheckTargetIP(ip, false); (err != nil) != tc.blocked || (err != nil && !errors.Is(err, ErrBlockedTarget)) {
@@ -141,6 +150,8 @@ func TestCheckWebhookURL(t *testing.T) {
 		{"http://2130706433/", false},
 		{"http://0x7f.0.0.1/", false},
 		{"http://[::ffff:10.0.0.1]/", false},
+		{"http://[::1%251]:8080/", false},
+		{"http://[64:ff9b::a00:1]/", false},
 	} {
 		if err := CheckWebhookURL(tc.url, false); (err == nil) != tc.ok {
 			t.Errorf("CheckWebhookURL(%q) = %v, want ok %v", tc.url, err, tc.ok)
