@@ -85,9 +85,12 @@ type Cluster struct {
 	startedAt time.Time
 	addr      atomic.Value // string
 	draining  atomic.Bool
-	drainOnce sync.Once
-	stopOnce  sync.Once
-	metrics   *clusterMetrics
+	// healthySince is when this node's heartbeats last started succeeding
+	// without a break (Unix nanoseconds; 0 while they fail).
+	healthySince atomic.Int64
+	drainOnce    sync.Once
+	stopOnce     sync.Once
+	metrics      *clusterMetrics
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -198,10 +201,24 @@ func (c *Cluster) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.HeartbeatEvery)
 	defer cancel()
 	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
+		c.healthySince.Store(0)
 		return err
+	}
+	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
+	if !c.mayRescue() {
+		return nil
 	}
 	_, err := c.RescueDead(ctx)
 	return err
+}
+
+// mayRescue is false until this node has heartbeated without a break for
+// longer than ExpireAfter. After a database outage every node's heartbeat
+// looks stale at once; the first node back must give the others time to
+// beat again instead of taking the jobs they are still running.
+func (c *Cluster) mayRescue() bool {
+	since := c.healthySince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > c.opts.ExpireAfter
 }
 
 // RescueDead makes the running jobs of nodes silent for longer than
@@ -234,6 +251,9 @@ func (c *Cluster) RescueDead(ctx context.Context) ([]RescuedJob, error) {
 // Reap rescues the jobs of dead nodes and deletes nodes silent for longer
 // than ReapAfter. It is a periodic maintenance task.
 func (c *Cluster) Reap(ctx context.Context) (int64, error) {
+	if !c.mayRescue() {
+		return 0, nil // reaping, too, waits until the others had time to beat
+	}
 	if _, err := c.RescueDead(ctx); err != nil {
 		return 0, err
 	}

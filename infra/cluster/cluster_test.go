@@ -174,6 +174,7 @@ func TestMembership(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`, dead.NodeID()); err != nil {
 			t.Fatal(err)
 		}
+		testwait.For(t, 5*time.Second, "the live node to beat for longer than the expiry", live.mayRescue)
 		n, err := live.Reap(ctx)
 		if err != nil || n != 1 {
 			t.Fatalf("reap: %d %v", n, err)
@@ -242,6 +243,31 @@ func TestRescueDead(t *testing.T) {
 	_ = pool.QueryRow(context.Background(), `SELECT errors[1]->>'error' FROM river_job WHERE id = $1`, retry).Scan(&msg)
 	if msg == "" {
 		t.Fatal("no error recorded on the rescued job")
+	}
+}
+
+// TestNoRescueRightAfterAnOutage: when the database comes back every node's
+// heartbeat looks stale at once; the first node to beat again must not take
+// the jobs the others are still running.
+func TestNoRescueRightAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	first, other := startNode(t, pool), startNode(t, pool)
+	job := insertRunningJob(t, pool, other.NodeID(), 1, 3)
+	other.crash()               // stands for a live node whose next beat has not come yet
+	first.healthySince.Store(0) // as after failed beats during the outage
+	if _, err := pool.Exec(ctx, `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := first.Reap(ctx); err != nil || n != 0 {
+		t.Fatalf("reap right after the outage: %d %v", n, err)
+	}
+	if s, _, _ := jobState(t, pool, job); s != "running" {
+		t.Fatalf("the other node's job was taken right after the outage: %s", s)
 	}
 }
 
