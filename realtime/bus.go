@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -179,10 +180,19 @@ func (b *Bus) Publish(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", ev.Event, err)
 	}
+	if !utf8.Valid(frame) {
+		// Postgres refuses such NOTIFY text (the whole batch with it) and
+		// browsers close a socket that receives it: refuse it here, once.
+		return fmt.Errorf("publish %s: %w", ev.Event, ErrInvalidUTF8)
+	}
 	env := envelope{Kind: kindEvent, User: ev.To, Room: ev.Room, Frame: frame}
 	b.dispatch(env)
 	return b.send(ctx, env)
 }
+
+// ErrInvalidUTF8 is a payload that is not valid UTF-8 text: JSON strings
+// must be, NOTIFY refuses it and browsers drop the socket over it.
+var ErrInvalidUTF8 = errors.New("payload is not valid UTF-8")
 
 // PublishUser sends event with payload (any JSON-encodable value) to every
 // connection of userID on every replica. It implements workers.Publisher.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/olahol/melody"
@@ -64,6 +65,10 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	}
 	if int64(len(msg)) > h.opts.MaxFrameBytes {
 		h.sendError(c, "", fmt.Sprintf("frame is %d bytes; the limit is %d", len(msg), h.opts.MaxFrameBytes))
+		return
+	}
+	if !utf8.Valid(msg) {
+		h.sendError(c, "", "frame is not valid UTF-8 text")
 		return
 	}
 	var f Frame

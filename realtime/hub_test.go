@@ -47,6 +47,7 @@ func TestFrames(t *testing.T) {
 			{`{"event":"rpc.result","payload":1}`, `needs the "id"`},
 			{`{"event":"rpc.result","id":"nope","payload":1}`, "no pending rpc call"},
 			{`{"event":"dm","to":"` + uuid.NewString() + `","payload":"` + strings.Repeat("x", 1100) + `"}`, "the limit is 1024"},
+			{`{"event":"dm","to":"` + uuid.NewString() + `","payload":"` + "\xff" + `"}`, "not valid UTF-8"},
 		} {
 			c.send(t, tc.frame)
 			if msg := errorMessage(t, c); !strings.Contains(msg, tc.want) {

@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/realtime"
 )
 
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
@@ -21,6 +22,8 @@ func (s *Server) fail(ctx context.Context, err error, notFound, conflict string)
 		return huma.Error404NotFound(notFound)
 	case errors.Is(err, db.ErrConflict):
 		return huma.Error409Conflict(conflict)
+	case errors.Is(err, realtime.ErrInvalidUTF8):
+		return huma.Error422UnprocessableEntity(err.Error())
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
 	}

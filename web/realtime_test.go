@@ -216,6 +216,11 @@ func TestPublishEvent(t *testing.T) {
 				requireProblem(t, b.do(t, http.MethodPost, "/v1/events", tc.body, token), http.StatusUnprocessableEntity)
 			})
 		}
+		t.Run("payload not UTF-8", func(t *testing.T) {
+			t.Parallel()
+			body := []byte(`{"to":"` + me + `","event":"x","payload":"` + "\xff" + `"}`)
+			requireProblem(t, b.do(t, http.MethodPost, "/v1/events", body, token), http.StatusUnprocessableEntity)
+		})
 		t.Run("too large", func(t *testing.T) {
 			t.Parallel()
 			res := b.do(t, http.MethodPost, "/v1/events", map[string]any{"to": me, "event": "x", "payload": strings.Repeat("x", 70<<10)}, token)
