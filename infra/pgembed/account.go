@@ -43,8 +43,10 @@ func dataDir(dir string, acct *account) (string, error) {
 	if acct == nil {
 		return pgdata, nil
 	}
-	if err := os.Chown(dir, acct.uid, acct.gid); err != nil {
-		return "", fmt.Errorf("chown %s: %w", dir, err)
+	// Traversable, not owned: the postgres account must reach dir/pgdata but
+	// must not be able to replace the secrets we keep beside it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return "", fmt.Errorf("chmod %s: %w", dir, err)
 	}
 	if reachable(filepath.Dir(dir), acct) {
 		return pgdata, nil

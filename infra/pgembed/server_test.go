@@ -2,6 +2,8 @@ package pgembed
 
 import (
 	"context"
+	"os"
+	"syscall"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,6 +37,9 @@ func TestStartAttachRestart(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = first.Stop() })
+	if fi, err := os.Stat(dir); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Fatalf("the data dir must stay ours (the postgres account could replace the secrets in it): %v", err)
+	}
 	mustExec(t, first.URL(), "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)")
 
 	second, err := Start(ctx, Options{Dir: dir})
