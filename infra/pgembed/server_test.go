@@ -2,10 +2,10 @@ package pgembed
 
 import (
 	"context"
-	"os"
-	"syscall"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
