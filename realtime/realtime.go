@@ -3,7 +3,7 @@
 //
 // A Hub holds this replica's sockets and indexes them by user and room. A
 // Bus delivers every event to the local Hub at once and, through pg_notify on
-// one channel, to every other replica's Hub. Frames follow API.md "Realtime":
+// one channel, to every other replica's Hub. Frames follow docs/api.md "Realtime":
 // {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
 // from and ts.
 package realtime

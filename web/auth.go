@@ -20,7 +20,7 @@ type credentials struct {
 }
 
 // loginCredentials has no password rules: a wrong password of any length is
-// a 401, as API.md says, not a validation error.
+// a 401, as docs/api.md says, not a validation error.
 type loginCredentials struct {
 	Email    string `json:"email" maxLength:"254" doc:"account email, case-insensitive"`
 	Password string `json:"password" maxLength:"1024"`

@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
-// RateLimits configure the request limits; zero values mean API.md's
+// RateLimits configure the request limits; zero values mean docs/api.md's
 // defaults.
 type RateLimits struct {
 	// Auth limits /v1/auth/* per client IP; default 5/s, burst 8.

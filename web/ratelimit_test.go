@@ -92,7 +92,7 @@ func exhaust(t *testing.T, burst int, send func() response) {
 
 func TestAuthRateLimit(t *testing.T) {
 	t.Parallel()
-	t.Run("defaults are API.md's 5/s burst 8", func(t *testing.T) {
+	t.Run("defaults are docs/api.md's 5/s burst 8", func(t *testing.T) {
 		t.Parallel()
 		b := setupLimits(t, RateLimits{})
 		res := b.login(t, "192.0.2.1:1000", nil)

@@ -48,7 +48,7 @@ func registerRealtime(api huma.API, s *Server) {
 		OperationID: "ws-connect", Method: http.MethodGet, Path: "/v1/ws",
 		Summary: "Open a WebSocket",
 		Description: "Upgrades to a WebSocket with a ticket from `POST /v1/ws/ticket`. Frames, both directions: " +
-			"`{\"event\",\"room\"?,\"to\"?,\"from\"?,\"id\"?,\"payload\"?,\"ts\"?}`; see API.md \"Realtime\". " +
+			"`{\"event\",\"room\"?,\"to\"?,\"from\"?,\"id\"?,\"payload\"?,\"ts\"?}`; see docs/api.md \"Realtime\". " +
 			"A client that does not read fast enough is closed with code 3008.",
 		Tags: []string{"Realtime"},
 		Parameters: []*huma.Param{{

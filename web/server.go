@@ -104,7 +104,7 @@ func New(opts Options) *Server {
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
 	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
-	cfg.CreateHooks = nil // no $schema links in bodies: the contract is API.md
+	cfg.CreateHooks = nil // no $schema links in bodies: the contract is docs/api.md
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// clusterStatus is API.md's GET /v1/cluster/status.
+// clusterStatus is docs/api.md's GET /v1/cluster/status.
 type clusterStatus struct {
 	Nodes []struct {
 		ID             string    `json:"id"`

@@ -1,7 +1,7 @@
 // Command switchboard-hacheck proves Switchboard's multi-replica promises
 // with real processes: it builds the switchboard binary, starts PostgreSQL
 // (infra/pgembed) and three replicas on loopback ports, and runs the design's
-// validation checklist as a black-box client of API.md — cron exactly-once,
+// validation checklist as a black-box client of docs/api.md — cron exactly-once,
 // cross-replica realtime, tickets, the cluster-wide rate limit, kill -9,
 // SIGTERM under load, a PostgreSQL restart, and memory. One line per check
 // with its figures; the exit status is non-zero when any check fails.

@@ -13,7 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 )
 
-// frame is API.md's WebSocket frame, plus when we read it.
+// frame is docs/api.md's WebSocket frame, plus when we read it.
 type frame struct {
 	Event   string          `json:"event"`
 	Room    string          `json:"room,omitempty"`
