@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
@@ -32,18 +30,7 @@ func setup(t *testing.T) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, river: client, owner: createUser(t, pool)}
-}
-
-func createUser(t *testing.T, q db.DB) string {
-	t.Helper()
-	var id string
-	err := q.QueryRow(context.Background(), `INSERT INTO users (email, password_hash) VALUES ($1, 'x') RETURNING id::text`,
-		uuid.NewString()+"@example.com").Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return &testBundle{pool: pool, river: client, owner: dbtest.User(t, pool, nil).ID}
 }
 
 // task creates an active publish task due at its first tick; mods adjust it.

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertest"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
 func TestTaskNormalize(t *testing.T) {
@@ -218,7 +219,7 @@ func TestTriggerRun(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t)
-		other := createUser(t, b.pool)
+		other := dbtest.User(t, b.pool, nil).ID
 		for _, id := range []string{task.ID, "not-a-uuid", "7d4f6a53-4f65-4b8e-9a57-6b3f1c1b1a11"} {
 			if _, err := TriggerRun(ctx, b.pool, b.river, other, id); !errors.Is(err, db.ErrNotFound) {
 				t.Fatalf("trigger %s as another user: %v, want not found", id, err)
@@ -235,7 +236,7 @@ func TestListPagination(t *testing.T) {
 	for range 7 {
 		want = append([]string{b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow }).ID}, want...)
 	}
-	other := createUser(t, b.pool)
+	other := dbtest.User(t, b.pool, nil).ID
 	b.task(t, func(t *Task) { t.OwnerID = other }) // never shows up
 	var got []string
 	page := Page{Limit: 3}
@@ -314,7 +315,7 @@ func TestUpdateTask(t *testing.T) {
 	if got := b.get(t, task.ID); got.Schedule != sched {
 		t.Fatalf("a rejected patch changed the task: %q", got.Schedule)
 	}
-	other := createUser(t, b.pool)
+	other := dbtest.User(t, b.pool, nil).ID
 	if _, err := UpdateTask(ctx, b.pool, other, task.ID, TaskPatch{Name: &name}, false); !errors.Is(err, db.ErrNotFound) {
 		t.Fatalf("another owner's patch: %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -165,15 +164,3 @@ func (c *wsClient) closeCode(t testing.TB) int {
 // waitFor polls cond until it holds, failing after 10 s.
 
 func counterValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
-
-// newUserID inserts a user (tickets reference users) and returns its id.
-func newUserID(t testing.TB, q db.DB) string {
-	t.Helper()
-	var id string
-	err := q.QueryRow(context.Background(), `INSERT INTO users (email, password_hash) VALUES ($1, 'x') RETURNING id::text`,
-		uuid.NewString()+"@example.com").Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}

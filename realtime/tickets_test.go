@@ -20,7 +20,7 @@ func TestTickets(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		tickets := Tickets{DB: tx}
-		user := newUserID(t, tx)
+		user := dbtest.User(t, tx, nil).ID
 		ticket, exp, err := tickets.Issue(ctx, user)
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +62,7 @@ func TestTickets(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		tickets := Tickets{DB: tx}
-		user := newUserID(t, tx)
+		user := dbtest.User(t, tx, nil).ID
 		ticket, _, err := tickets.Issue(ctx, user)
 		if err != nil {
 			t.Fatal(err)
@@ -83,7 +83,7 @@ func TestTickets(t *testing.T) {
 		t.Parallel()
 		pool := dbtest.NewPool(t)
 		tickets := Tickets{DB: pool}
-		user := newUserID(t, pool)
+		user := dbtest.User(t, pool, nil).ID
 		for range 5 {
 			ticket, _, err := tickets.Issue(ctx, user)
 			if err != nil {

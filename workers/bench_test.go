@@ -46,7 +46,7 @@ func newBenchNode(b *testing.B) *benchNode {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	cfg, err := RiverConfig(Options{ClientID: uuid.NewString(), DB: pool, Publisher: noopPublisher{}, Logger: testLogger()})
+	cfg, err := RiverConfig(Options{ClientID: uuid.NewString(), DB: pool, Publisher: noopPublisher{}, Logger: dbtest.Logger(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,9 +60,7 @@ func newBenchNode(b *testing.B) *benchNode {
 	}
 	b.Cleanup(func() { _ = client.Stop(context.Background()) })
 	n := &benchNode{pool: pool, river: client, claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, BatchSize: 500})}
-	if err := pool.QueryRow(ctx, `INSERT INTO users (email, password_hash) VALUES ('bench@example.com', 'x') RETURNING id::text`).Scan(&n.owner); err != nil {
-		b.Fatal(err)
-	}
+	n.owner = dbtest.User(b, pool, nil).ID
 	return n
 }
 

@@ -92,7 +92,7 @@ func startReplica(t *testing.T, url string) *replica {
 	}, time.Second)
 	// A busy CI machine can fall seconds behind; what is under test is that
 	// late ticks still run once each, so they must not fold as "missed".
-	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: testLogger(), CatchUp: time.Minute})
+	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute})
 	if err := r.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool) {
 	defer target.Close()
 
 	const tasks = 200
-	owner := createUser(t, admin)
+	owner := dbtest.User(t, admin, nil).ID
 	first := map[string]time.Time{}
 	for i := range tasks {
 		task := jobs.Task{OwnerID: owner, Name: fmt.Sprint("tick-", i), Schedule: "@every 1s", Active: true,

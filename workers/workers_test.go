@@ -3,10 +3,8 @@ package workers
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,20 +15,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-func testLogger() *slog.Logger {
-	if testing.Verbose() && os.Getenv("SWITCHBOARD_TEST_LOGS") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
 
 // event is one publish a recordingPublisher saw.
 type event struct {
@@ -97,12 +87,12 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		ClientID: uuid.NewString(), DB: pool, Publisher: pub, RetryBackoff: backoff,
 		Webhook: WebhookOptions{AllowPrivate: o.allowPrivate},
 	}, 100*time.Millisecond)
-	return &testBundle{pool: pool, river: client, pub: pub, owner: createUser(t, pool)}
+	return &testBundle{pool: pool, river: client, pub: pub, owner: dbtest.User(t, pool, nil).ID}
 }
 
 func startRiver(t *testing.T, pool *pgxpool.Pool, opts Options, poll time.Duration) *river.Client[pgx.Tx] {
 	t.Helper()
-	opts.Logger = testLogger()
+	opts.Logger = dbtest.Logger(t)
 	cfg, err := RiverConfig(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -121,17 +111,6 @@ func startRiver(t *testing.T, pool *pgxpool.Pool, opts Options, poll time.Durati
 		_ = client.Stop(ctx)
 	})
 	return client
-}
-
-func createUser(t *testing.T, q db.DB) string {
-	t.Helper()
-	var id string
-	err := q.QueryRow(context.Background(), `INSERT INTO users (email, password_hash) VALUES ($1, 'x') RETURNING id::text`,
-		uuid.NewString()+"@example.com").Scan(&id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // task stores a task (private targets allowed at save time: the worker's

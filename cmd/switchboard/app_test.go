@@ -43,7 +43,7 @@ func TestFourReplicasStartAtOnceOnAnEmptyDatabase(t *testing.T) {
 	errs := make([]error, len(cfgs))
 	for i := range cfgs {
 		wg.Go(func() {
-			a, err := newApp(context.Background(), cfgs[i].cfg, testLogger(t))
+			a, err := newApp(context.Background(), cfgs[i].cfg, dbtest.Logger(t))
 			if err == nil {
 				err = a.Start(context.Background())
 				t.Cleanup(a.Stop)
@@ -67,7 +67,7 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, dbtest.NewEmptyDatabaseURL(t))
 	for i := range 2 {
-		if err := migrate(context.Background(), cfg, testLogger(t)); err != nil {
+		if err := migrate(context.Background(), cfg, dbtest.Logger(t)); err != nil {
 			t.Fatalf("migrate run %d: %v", i+1, err)
 		}
 	}

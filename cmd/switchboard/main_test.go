@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +46,7 @@ type testServer struct {
 func startServer(t *testing.T, cfg config.Config) *testServer {
 	t.Helper()
 	ctx := context.Background()
-	a, err := newApp(ctx, cfg, testLogger(t))
+	a, err := newApp(ctx, cfg, dbtest.Logger(t))
 	if err != nil {
 		t.Fatalf("new app: %v", err)
 	}
@@ -59,13 +57,6 @@ func startServer(t *testing.T, cfg config.Config) *testServer {
 	var once sync.Once
 	t.Cleanup(func() { once.Do(a.Stop) })
 	return &testServer{app: a, URL: "http://" + a.Addr()}
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 // call sends a JSON request and decodes a JSON answer.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+
+	"github.com/switchboard/switchboard/infra/freeport"
 )
 
 // downloadedVersion is pinned: the library wipes its data directory whenever
@@ -27,7 +29,7 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 	port := opts.Port
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = freeport.Port(); err != nil {
 			return nil, err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/freeport"
 )
 
 // Options configure a server. The zero value of each field means its default.
@@ -173,7 +174,7 @@ func launch(ctx context.Context, binDir, pgdata, password string, acct *account,
 	port := opts.Port
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = freeport.Port(); err != nil {
 			return nil, err
 		}
 	}
@@ -325,15 +326,6 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // readOrCreateSecret returns the hex secret stored in path, creating it once.

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/freeport"
 )
 
 func TestFindBinDirPrefersNewest(t *testing.T) {
@@ -93,7 +95,7 @@ func TestFixedPortKeepsURL(t *testing.T) {
 		t.Skip("no PostgreSQL binaries installed")
 	}
 	ctx := context.Background()
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
