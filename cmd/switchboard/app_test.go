@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
@@ -103,8 +104,8 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 func TestCommands(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "switchboard")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := replica.Build(context.Background(), replica.BuildOptions{Output: bin, LDFlags: "-X main.version=v9.9.9"}); err != nil {
+		t.Fatalf("build: %v", err)
 	}
 	t.Run("version", func(t *testing.T) {
 		t.Parallel()

@@ -226,7 +226,7 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 	id := p.nodeID(t, dbURL)
 	p.signal(t, syscall.SIGTERM)
 	if err := p.wait(t, 20*time.Second); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
 	}
 	if n := countNodes(t, dbURL, id); n != 0 {
 		t.Fatalf("node still registered after a graceful exit")

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,13 +10,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/cmd/internal/replica"
 )
 
 var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
-	binOut  []byte
 )
 
 // binary builds switchboard once per test run, for tests that need a real
@@ -34,93 +31,46 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "switchboard")
-		binOut, binErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		binErr = replica.Build(context.Background(), replica.BuildOptions{Output: binPath})
 	})
 	if binErr != nil {
-		t.Fatalf("build: %v\n%s", binErr, binOut)
+		t.Fatalf("build: %v", binErr)
 	}
 	return binPath
 }
 
 // process is a replica running as its own OS process.
 type process struct {
-	cmd    *exec.Cmd
-	URL    string
-	addr   string
-	out    *syncBuffer
-	exited chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	*replica.Process
+	URL string
 }
 
 // startProcess runs the binary as a replica on dbURL with the test secrets
-// plus extra environment, and waits until it is ready.
+// plus extra environment, and waits until it is ready. It is killed when
+// the test ends; a failed test logs its output.
 func startProcess(t *testing.T, dbURL string, extra ...string) *process {
 	t.Helper()
-	p := &process{addr: freeAddr(t), out: &syncBuffer{}, exited: make(chan error, 1)}
-	p.URL = "http://" + p.addr
-	p.cmd = exec.Command(binary(t), "serve")
-	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SWITCHBOARD_HTTP_ADDR="+p.addr,
+	env := append([]string{"DATABASE_URL=" + dbURL, "SWITCHBOARD_DATA_DIR=" + t.TempDir(),
 		"SWITCHBOARD_JWT_SECRET=test-jwt-secret-0123456789", "SWITCHBOARD_CLUSTER_SECRET=test-cluster-secret-0123456789",
 		"SWITCHBOARD_ADMIN_EMAILS=boss@example.com", "SWITCHBOARD_LOG_FORMAT=text", "SWITCHBOARD_SHUTDOWN_TIMEOUT=20s",
-		"SWITCHBOARD_BCRYPT_COST=4", "SWITCHBOARD_AUTH_RATE=1000", "SWITCHBOARD_AUTH_BURST=1000")
-	p.cmd.Env = append(p.cmd.Env, extra...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+		"SWITCHBOARD_BCRYPT_COST=4", "SWITCHBOARD_AUTH_RATE=1000", "SWITCHBOARD_AUTH_BURST=1000"}, extra...)
+	r, err := replica.New(replica.Options{Bin: binary(t), Env: env})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exited <- p.cmd.Wait() }()
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		_ = r.Kill()
 		if t.Failed() {
-			t.Logf("output of the replica at %s:\n%s", p.addr, p.out.String())
+			t.Logf("output of the replica at %s:\n%s", r.Addr(), r.Output())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(p.URL + "/healthz/ready")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case err := <-p.exited:
-			t.Fatalf("replica exited before it was ready: %v\n%s", err, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica not ready after 30 s:\n%s", p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := r.WaitReady(context.Background(), 30*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, r.Output())
 	}
+	return &process{Process: r, URL: r.URL("")}
 }
 
 // nodeID is the id the process registered under.
@@ -132,15 +82,15 @@ func (p *process) nodeID(t *testing.T, dbURL string) string {
 	}
 	defer conn.Close(context.Background())
 	var id string
-	if err := conn.QueryRow(context.Background(), `SELECT id::text FROM cluster_nodes WHERE addr = $1`, p.addr).Scan(&id); err != nil {
-		t.Fatalf("node of %s: %v", p.addr, err)
+	if err := conn.QueryRow(context.Background(), `SELECT id::text FROM cluster_nodes WHERE addr = $1`, p.Addr()).Scan(&id); err != nil {
+		t.Fatalf("node of %s: %v", p.Addr(), err)
 	}
 	return id
 }
 
 func (p *process) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,14 +98,11 @@ func (p *process) signal(t *testing.T, sig syscall.Signal) {
 // wait returns the process's exit error, failing the test after timeout.
 func (p *process) wait(t *testing.T, timeout time.Duration) error {
 	t.Helper()
-	select {
-	case err := <-p.exited:
-		p.exited <- err // for the cleanup
-		return err
-	case <-time.After(timeout):
+	err, exited := p.Wait(timeout)
+	if !exited {
 		t.Fatalf("replica still running after %s", timeout)
-		return nil
 	}
+	return err
 }
 
 func countNodes(t *testing.T, dbURL, id string) int {
