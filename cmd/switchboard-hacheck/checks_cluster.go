@@ -58,7 +58,7 @@ func (h *harness) checkClusterStatus(ctx context.Context) (figures, error) {
 		slowest = max(slowest, took)
 		live := 0
 		for _, r := range h.cl.replicas {
-			if st.liveAt(r.addr(), h.started) {
+			if st.liveAt(r.Addr(), h.started) {
 				live++
 			}
 		}

@@ -60,19 +60,19 @@ func (h *harness) checkMemory(ctx context.Context) (figures, error) {
 	var errs []error
 	const limitMB = 1024
 	for _, r := range h.cl.replicas {
-		if !r.running() {
-			errs = append(errs, fmt.Errorf("%s is not running: %v", r.name, r.exitErr()))
+		if !r.Running() {
+			errs = append(errs, fmt.Errorf("%s is not running: %v", r.Name(), r.ExitErr()))
 			continue
 		}
-		kb, err := r.rssKB()
+		kb, err := r.RSSKB()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.Name(), err))
 			continue
 		}
 		mb := float64(kb) / 1024
-		f.add(r.name+"_rss_mb", mb)
+		f.add(r.Name()+"_rss_mb", mb)
 		if mb > limitMB {
-			errs = append(errs, fmt.Errorf("%s uses %.0f MB, over %d MB", r.name, mb, limitMB))
+			errs = append(errs, fmt.Errorf("%s uses %.0f MB, over %d MB", r.Name(), mb, limitMB))
 		}
 	}
 	return f, errors.Join(errs...)
@@ -84,18 +84,18 @@ func (h *harness) checkLogs(ctx context.Context) (figures, error) {
 	var f figures
 	var errs []error
 	for _, r := range h.cl.replicas {
-		s, err := scanLog(r.logPath)
+		s, err := scanLog(r.LogPath())
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		f.add(r.name+"_lines", s.lines)
-		f.add(r.name+"_errors", s.errors)
+		f.add(r.Name()+"_lines", s.lines)
+		f.add(r.Name()+"_errors", s.errors)
 		if s.panics > 0 {
-			errs = append(errs, fmt.Errorf("%s logged %d panic(s): %s (log %s)", r.name, s.panics, truncate(s.firstPanic, 200), r.logPath))
+			errs = append(errs, fmt.Errorf("%s logged %d panic(s): %s (log %s)", r.Name(), s.panics, truncate(s.firstPanic, 200), r.LogPath()))
 		}
 		if s.notJSON > 0 {
-			errs = append(errs, fmt.Errorf("%s wrote %d non-JSON line(s), e.g. %q (log %s)", r.name, s.notJSON, truncate(s.firstNotJSON, 200), r.logPath))
+			errs = append(errs, fmt.Errorf("%s wrote %d non-JSON line(s), e.g. %q (log %s)", r.Name(), s.notJSON, truncate(s.firstNotJSON, 200), r.LogPath()))
 		}
 	}
 	f.add("starts", h.starts())
@@ -105,7 +105,7 @@ func (h *harness) checkLogs(ctx context.Context) (figures, error) {
 func (h *harness) starts() string {
 	var parts []string
 	for _, r := range h.cl.replicas {
-		parts = append(parts, fmt.Sprintf("%s:%d", r.name, r.starts))
+		parts = append(parts, fmt.Sprintf("%s:%d", r.Name(), r.Starts()))
 	}
 	return strings.Join(parts, ",")
 }

@@ -35,14 +35,14 @@ func (h *harness) checkKill(ctx context.Context) (figures, error) {
 	}
 	victim, victimRuns := h.pickVictim(ctx, "/slow/kill-", runOf)
 	vr := h.cl.replicas[victim]
-	f.add("victim", vr.name)
+	f.add("victim", vr.Name())
 	f.add("jobs_on_victim", len(victimRuns))
 	if len(runOf) > 0 && len(victimRuns) == 0 {
 		errs = append(errs, errors.New("no slow job seen running on a known replica; the kill tests no rescue"))
 	}
 
 	killAt := time.Now()
-	if err := vr.kill(); err != nil {
+	if err := vr.Kill(); err != nil {
 		return f, errors.Join(append(errs, err)...)
 	}
 	served, failed := h.probeSurvivors(ctx, victim, kim, 3*time.Second)
@@ -97,16 +97,16 @@ func (h *harness) reconnect(ctx context.Context, f *figures, u *user, old *socke
 func (h *harness) restartRejoin(ctx context.Context, f *figures, r, asker int) error {
 	vr := h.cl.replicas[r]
 	restartAt := time.Now()
-	if err := vr.start(); err != nil {
+	if err := vr.Start(); err != nil {
 		return err
 	}
-	if err := vr.waitReady(ctx, 60*time.Second); err != nil {
+	if err := vr.WaitReady(ctx, 60*time.Second); err != nil {
 		return err
 	}
 	f.add("restart_ready", time.Since(restartAt))
-	d, err := h.waitRejoined(ctx, asker, vr.addr(), restartAt, 20*time.Second)
+	d, err := h.waitRejoined(ctx, asker, vr.Addr(), restartAt, 20*time.Second)
 	if err != nil {
-		return fmt.Errorf("restarted %s: %w", vr.name, err)
+		return fmt.Errorf("restarted %s: %w", vr.Name(), err)
 	}
 	f.add("rejoined", d)
 	return nil

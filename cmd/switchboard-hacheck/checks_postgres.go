@@ -47,8 +47,8 @@ func (h *harness) checkPostgresRestart(ctx context.Context) (figures, error) {
 		return f, errors.Join(append(errs, err)...)
 	}
 	for _, r := range h.cl.replicas {
-		if !r.running() {
-			errs = append(errs, fmt.Errorf("%s died while postgres was down: %v", r.name, r.exitErr()))
+		if !r.Running() {
+			errs = append(errs, fmt.Errorf("%s died while postgres was down: %v", r.Name(), r.ExitErr()))
 		}
 	}
 	if d, err := h.crossReplicaEvent(ctx); err != nil {

@@ -32,7 +32,7 @@ func (h *harness) checkRateLimit(ctx context.Context) (figures, error) {
 	first429 := 0
 	var limited *response
 	for i := range authBurst + 4 {
-		resp, err := send(ctx, hc, http.MethodPost, h.cl.replicas[i%3].url("/v1/auth/login"), "", login)
+		resp, err := send(ctx, hc, http.MethodPost, h.cl.replicas[i%3].URL("/v1/auth/login"), "", login)
 		if err != nil {
 			return f, fmt.Errorf("login %d on r%d: %w", i+1, i%3+1, err)
 		}
@@ -74,7 +74,7 @@ func (h *harness) checkRateLimit(ctx context.Context) (figures, error) {
 		errs = append(errs, fmt.Errorf("only %d logins allowed in %.0fs, under the burst of %d", allowed, secs, authBurst))
 	}
 
-	resp, err := send(ctx, httpClient("127.0.0.43"), http.MethodPost, h.cl.replicas[0].url("/v1/auth/login"), "", login)
+	resp, err := send(ctx, httpClient("127.0.0.43"), http.MethodPost, h.cl.replicas[0].URL("/v1/auth/login"), "", login)
 	if err != nil {
 		errs = append(errs, err)
 	} else {
@@ -98,7 +98,7 @@ func (h *harness) hammer(ctx context.Context, ip string, body any, d time.Durati
 	for w := range 30 {
 		wg.Go(func() {
 			for i := w; time.Now().Before(stop); i++ {
-				resp, err := send(ctx, hc, http.MethodPost, h.cl.replicas[i%3].url("/v1/auth/login"), "", body)
+				resp, err := send(ctx, hc, http.MethodPost, h.cl.replicas[i%3].URL("/v1/auth/login"), "", body)
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					return

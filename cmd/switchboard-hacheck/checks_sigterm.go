@@ -19,7 +19,7 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 	var errs []error
 	victim := 2
 	vr := h.cl.replicas[victim]
-	f.add("victim", vr.name)
+	f.add("victim", vr.Name())
 
 	l, err := h.newLoad(ctx)
 	if err != nil {
@@ -54,10 +54,10 @@ func (h *harness) checkSigterm(ctx context.Context) (figures, error) {
 		errs = append(errs, err)
 	}
 
-	if err := vr.start(); err != nil {
+	if err := vr.Start(); err != nil {
 		return f, errors.Join(append(errs, err)...)
 	}
-	if err := vr.waitReady(ctx, 60*time.Second); err != nil {
+	if err := vr.WaitReady(ctx, 60*time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	ids := l.runIDs()
@@ -81,7 +81,7 @@ func (h *harness) terminate(ctx context.Context, f *figures, r int) (time.Time, 
 		defer sock.close()
 	}
 	watch := watchReadiness(ctx, h, r)
-	took, code, err := vr.terminate(40 * time.Second)
+	took, code, err := vr.Terminate(40 * time.Second)
 	exitedAt := time.Now()
 	f.add("exit", code)
 	f.add("shutdown", took)
@@ -89,13 +89,13 @@ func (h *harness) terminate(ctx context.Context, f *figures, r int) (time.Time, 
 	if err != nil {
 		errs = append(errs, err)
 	} else if code != 0 {
-		errs = append(errs, fmt.Errorf("%s exited %d after SIGTERM, want 0", vr.name, code))
+		errs = append(errs, fmt.Errorf("%s exited %d after SIGTERM, want 0", vr.Name(), code))
 	}
 	if sock != nil {
 		told := sock.count(func(fr frame) bool { return fr.Event == "server.draining" }) > 0
 		f.add("socket_told_draining", told)
 		if !told {
-			errs = append(errs, fmt.Errorf("the socket on %s got no server.draining before the exit (got %s)", vr.name, sock.summary()))
+			errs = append(errs, fmt.Errorf("the socket on %s got no server.draining before the exit (got %s)", vr.Name(), sock.summary()))
 		}
 	}
 	return exitedAt, errs
@@ -116,7 +116,7 @@ func (h *harness) jobsFinishedBefore(f *figures, prefix string, r int, exitedAt 
 	f.add("jobs_on_victim", onVictim)
 	f.add("finished_before_exit", finished)
 	if finished < onVictim {
-		return fmt.Errorf("%s exited with %d of its %d running jobs unfinished", h.cl.replicas[r].name, onVictim-finished, onVictim)
+		return fmt.Errorf("%s exited with %d of its %d running jobs unfinished", h.cl.replicas[r].Name(), onVictim-finished, onVictim)
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func send(ctx context.Context, hc *http.Client, method, url, token string, body 
 
 // call sends to one replica.
 func (h *harness) call(ctx context.Context, r int, method, path, token string, body any) (*response, error) {
-	return send(ctx, defaultClient, method, h.cl.replicas[r].url(path), token, body)
+	return send(ctx, defaultClient, method, h.cl.replicas[r].URL(path), token, body)
 }
 
 // expect sends to one replica and decodes the answer into out when the
@@ -122,22 +122,22 @@ func (c retrying) do(ctx context.Context, start int, method, path, token string,
 	n := len(c.h.cl.replicas)
 	for i := range c.attempts {
 		r := c.h.cl.replicas[(start+i)%n]
-		resp, err := send(ctx, c.hc, method, r.url(path), token, body)
+		resp, err := send(ctx, c.hc, method, r.URL(path), token, body)
 		wait := time.Duration(20*(i+1)) * time.Millisecond
 		switch {
 		case err == nil && resp.Status == http.StatusTooManyRequests:
 			// Not an availability problem: wait as told (at most a second).
-			last = fmt.Errorf("%s: 429", r.name)
+			last = fmt.Errorf("%s: 429", r.Name())
 			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 			wait = min(time.Second, max(wait, time.Duration(secs)*time.Second))
 		case err == nil && resp.Status != http.StatusServiceUnavailable:
 			return resp, i, nil
 		case err == nil:
-			last = fmt.Errorf("%s: 503 %s", r.name, truncate(string(resp.Body), 120))
+			last = fmt.Errorf("%s: 503 %s", r.Name(), truncate(string(resp.Body), 120))
 		case ctx.Err() != nil:
 			return nil, i, ctx.Err()
 		default:
-			last = fmt.Errorf("%s: %w", r.name, err)
+			last = fmt.Errorf("%s: %w", r.Name(), err)
 		}
 		select {
 		case <-ctx.Done():

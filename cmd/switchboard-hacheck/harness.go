@@ -166,8 +166,8 @@ func (h *harness) close(passed bool) {
 // CI failure can be read without the temp dir.
 func (h *harness) printLogTails() {
 	for _, r := range h.cl.replicas {
-		fmt.Printf("--- %s log: %s (last lines)\n", r.name, r.logPath)
-		for _, l := range tailLines(r.logPath, 12) {
+		fmt.Printf("--- %s log: %s (last lines)\n", r.Name(), r.LogPath())
+		for _, l := range tailLines(r.LogPath(), 12) {
 			fmt.Println("    " + truncate(l, 400))
 		}
 	}

@@ -28,9 +28,9 @@ func (c *cluster) replicaOfPeer(remoteAddr string, serverPort int) int {
 		return -1
 	}
 	target := "socket:[" + inode + "]"
-	for _, r := range c.replicas {
-		pid := r.pid()
-		if pid == 0 || !r.running() {
+	for i, r := range c.replicas {
+		pid := r.PID()
+		if pid == 0 || !r.Running() {
 			continue
 		}
 		fdDir := fmt.Sprintf("/proc/%d/fd", pid)
@@ -40,7 +40,7 @@ func (c *cluster) replicaOfPeer(remoteAddr string, serverPort int) int {
 		}
 		for _, e := range entries {
 			if l, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && l == target {
-				return r.idx
+				return i
 			}
 		}
 	}

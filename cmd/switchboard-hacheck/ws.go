@@ -53,7 +53,7 @@ func (h *harness) ticket(ctx context.Context, u *user, r int) (string, error) {
 // dial upgrades on replica r with a ticket; status is the handshake's HTTP
 // status (101 on success).
 func (h *harness) dial(ctx context.Context, r int, ticket string) (*websocket.Conn, int, error) {
-	u := "ws://" + h.cl.replicas[r].addr() + "/v1/ws?ticket=" + url.QueryEscape(ticket)
+	u := "ws://" + h.cl.replicas[r].Addr() + "/v1/ws?ticket=" + url.QueryEscape(ticket)
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
 	conn, resp, err := d.DialContext(ctx, u, nil)
 	status := 0
