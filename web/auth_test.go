@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -147,10 +146,7 @@ func TestMe(t *testing.T) {
 	}
 	t.Run("scheme is case-insensitive", func(t *testing.T) {
 		t.Parallel()
-		req := httptest.NewRequest(http.MethodGet, "/v1/me", nil)
-		req.Header.Set("Authorization", "bearer "+token)
-		rec := httptest.NewRecorder()
-		b.server.ServeHTTP(rec, req)
+		rec := b.api(t).Get("/v1/me", "Authorization: bearer "+token)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("lower-case scheme: %d %s", rec.Code, rec.Body)
 		}

@@ -52,9 +52,7 @@ func (b *testBundle) from(t *testing.T, peer string, header http.Header, method,
 	}
 	rec := httptest.NewRecorder()
 	b.server.ServeHTTP(rec, req)
-	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
-	_ = json.Unmarshal(res.raw, &res.body)
-	return res
+	return recorded(rec)
 }
 
 // login sends an invalid login: answered 422 quickly, after the limit.

@@ -3,12 +3,12 @@ package web
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -45,29 +45,35 @@ type response struct {
 	raw    []byte
 }
 
-// do sends a request through the full handler chain.
+// api drives the server's Huma API through humatest: requests go through
+// the whole handler chain (chi middleware, rate limits, auth) and are
+// logged on t.
+func (b *testBundle) api(t *testing.T) humatest.TestAPI {
+	t.Helper()
+	return humatest.Wrap(t, b.server.API())
+}
+
+// do sends a request through the full handler chain. A string or []byte
+// body is sent as it is, as JSON; anything else is encoded.
 func (b *testBundle) do(t *testing.T, method, path string, body any, token string) response {
 	t.Helper()
-	var rd io.Reader
+	var args []any
 	switch v := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(v)
+		args = append(args, strings.NewReader(v), "Content-Type: application/json")
 	case []byte:
-		rd = bytes.NewReader(v)
+		args = append(args, bytes.NewReader(v), "Content-Type: application/json")
 	default:
-		buf, _ := json.Marshal(v)
-		rd = bytes.NewReader(buf)
-	}
-	req := httptest.NewRequest(method, path, rd)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		args = append(args, v)
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		args = append(args, "Authorization: Bearer "+token)
 	}
-	rec := httptest.NewRecorder()
-	b.server.ServeHTTP(rec, req)
+	return recorded(b.api(t).Do(method, path, args...))
+}
+
+func recorded(rec *httptest.ResponseRecorder) response {
 	res := response{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
 	_ = json.Unmarshal(res.raw, &res.body)
 	return res
