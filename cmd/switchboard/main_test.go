@@ -85,11 +85,7 @@ func call(t *testing.T, method, url string, body any, token string) (int, map[st
 // registerUser creates an account through srv and returns its token and id.
 func registerUser(t *testing.T, srv *testServer, email string) (token, id string) {
 	t.Helper()
-	status, body := call(t, http.MethodPost, srv.URL+"/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
-	if status != http.StatusCreated {
-		t.Fatalf("register %s: %d %v", email, status, body)
-	}
-	return body["token"].(string), body["user"].(map[string]any)["id"].(string)
+	return registerUserAt(t, srv.URL, email)
 }
 
 // metric reads one sample of srv's /metrics; labels as written in the

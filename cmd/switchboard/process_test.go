@@ -76,13 +76,8 @@ func startProcess(t *testing.T, dbURL string, extra ...string) *process {
 // nodeID is the id the process registered under.
 func (p *process) nodeID(t *testing.T, dbURL string) string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var id string
-	if err := conn.QueryRow(context.Background(), `SELECT id::text FROM cluster_nodes WHERE addr = $1`, p.Addr()).Scan(&id); err != nil {
+	if err := dbConn(t, dbURL).QueryRow(context.Background(), `SELECT id::text FROM cluster_nodes WHERE addr = $1`, p.Addr()).Scan(&id); err != nil {
 		t.Fatalf("node of %s: %v", p.Addr(), err)
 	}
 	return id
@@ -107,12 +102,18 @@ func (p *process) wait(t *testing.T, timeout time.Duration) error {
 
 func countNodes(t *testing.T, dbURL, id string) int {
 	t.Helper()
+	var n int
+	_ = dbConn(t, dbURL).QueryRow(context.Background(), `SELECT count(*) FROM cluster_nodes WHERE id::text = $1`, id).Scan(&n)
+	return n
+}
+
+// dbConn opens a connection to dbURL, closed when the test ends.
+func dbConn(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	var n int
-	_ = conn.QueryRow(context.Background(), `SELECT count(*) FROM cluster_nodes WHERE id::text = $1`, id).Scan(&n)
-	return n
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
