@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/freeport"
 )
 
 // oneRoomSockets is a node's realtime hub with some users in room "lobby".
@@ -153,9 +154,10 @@ func TestDrainRoute(t *testing.T) {
 		t.Parallel()
 		b := setupCluster(t)
 		admin, _ := b.register(t, "boss@example.com")
-		l, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := l.Addr().String()
-		l.Close()
+		addr, err := freeport.Addr() // nothing listens there
+		if err != nil {
+			t.Fatal(err)
+		}
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/admin/nodes/"+b.registerNode(t, addr)+"/drain", nil, admin), http.StatusBadGateway)
 	})
 
