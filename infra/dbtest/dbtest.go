@@ -1,7 +1,9 @@
 // Package dbtest gives tests real, isolated PostgreSQL databases fast enough
 // that nobody is tempted to mock: a template database built once from the
 // real migrations (named by their hash, built under an advisory lock), cloned
-// per test with STRATEGY FILE_COPY, or a rolled-back transaction.
+// per test with STRATEGY FILE_COPY, or a rolled-back transaction. It also
+// holds the fixtures every package's tests share (User, Task: see
+// factory.go) and the Logger they hand to what they start.
 //
 // The server is TEST_DATABASE_URL's when set; otherwise one throwaway server
 // started with the embedded launcher and shared by every package binary of a
