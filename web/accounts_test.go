@@ -35,7 +35,7 @@ func TestNormalizeEmail(t *testing.T) {
 	}
 	for _, in := range []string{
 		"opſ@example.com",       // U+017F folds to s
-		"o\u212a@example.com",    // KELVIN SIGN: NFC and ToLower make it k
+		"o\u212a@example.com",   // KELVIN SIGN: NFC and ToLower make it k
 		"ops@exämple.com",       // IDN not in xn-- form
 		"ｏｐｓ@example.com",       // full width
 		"ops\u00a0@example.com", // no-break space

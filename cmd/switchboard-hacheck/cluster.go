@@ -22,7 +22,7 @@ import (
 
 const replicaCount = 3
 
-// adminEmail gets the admin role through SWITCHBOARD_ADMIN_EMAILS.
+// adminEmail gets the admin role through `switchboard admin grant`.
 const adminEmail = "admin@hacheck.test"
 
 // cluster is PostgreSQL plus the replicas, all processes this program owns.
@@ -52,7 +52,6 @@ func startCluster(ctx context.Context, dir string, progress func(string, ...any)
 		"DATABASE_URL=" + c.dbURL,
 		"SWITCHBOARD_JWT_SECRET=" + secret(),
 		"SWITCHBOARD_CLUSTER_SECRET=" + secret(),
-		"SWITCHBOARD_ADMIN_EMAILS=" + adminEmail,
 		"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true",
 		"SWITCHBOARD_LOG_FORMAT=json",
 		"SWITCHBOARD_BCRYPT_COST=4",
@@ -178,6 +177,17 @@ func (c *cluster) stop() {
 }
 
 // baseEnv is our environment without anything that configures switchboard.
+// grantAdmin runs `switchboard admin grant email` against the cluster's
+// database, as an operator would.
+func (c *cluster) grantAdmin(ctx context.Context, email string) error {
+	cmd := exec.CommandContext(ctx, c.bin, "admin", "grant", email)
+	cmd.Env = append(baseEnv(), "DATABASE_URL="+c.dbURL, "SWITCHBOARD_LOG_LEVEL=warn")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("switchboard admin grant %s: %w\n%s", email, err, out)
+	}
+	return nil
+}
+
 func baseEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {

@@ -87,7 +87,7 @@ func startProcess(t *testing.T, dbURL string, extra ...string) *process {
 	p.cmd = exec.Command(binary(t), "serve")
 	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SWITCHBOARD_HTTP_ADDR="+p.addr,
 		"SWITCHBOARD_JWT_SECRET=test-jwt-secret-0123456789", "SWITCHBOARD_CLUSTER_SECRET=test-cluster-secret-0123456789",
-		"SWITCHBOARD_ADMIN_EMAILS=boss@example.com", "SWITCHBOARD_LOG_FORMAT=text", "SWITCHBOARD_SHUTDOWN_TIMEOUT=20s",
+		"SWITCHBOARD_LOG_FORMAT=text", "SWITCHBOARD_SHUTDOWN_TIMEOUT=20s",
 		"SWITCHBOARD_BCRYPT_COST=4", "SWITCHBOARD_AUTH_RATE=1000", "SWITCHBOARD_AUTH_BURST=1000")
 	p.cmd.Env = append(p.cmd.Env, extra...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
