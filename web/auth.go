@@ -15,14 +15,14 @@ import (
 )
 
 type credentials struct {
-	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased"`
 	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters, at most 72 bytes (bcrypt's limit)"`
 }
 
 // loginCredentials has no password rules: a wrong password of any length is
 // a 401, as docs/api.md says, not a validation error.
 type loginCredentials struct {
-	Email    string `json:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Email    string `json:"email" maxLength:"254" doc:"account email, compared in the same normal form as at register"`
 	Password string `json:"password" maxLength:"1024"`
 }
 
