@@ -3,7 +3,7 @@
 # Switchboard: one static binary on a distroless, non-root base.
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t switchboard .
 # The image's ENTRYPOINT is the binary; its arguments pick the subcommand:
-#   serve (default CMD), migrate, version.
+#   serve (default CMD), migrate, admin, version.
 
 # Keep the minor version in step with the go directive of go.mod (checked by chart tests).
 ARG GO_VERSION=1.26

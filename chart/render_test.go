@@ -282,7 +282,6 @@ imagePullSecrets: [{name: registry}]
 serviceAccountName: switchboard
 secret: {jwtSecret: jwt-secret-from-values, clusterSecret: cluster-secret-from-values}
 config:
-  adminEmails: ops@example.com
   trustedProxies: 10.0.0.0/8
   authRate: 10
   authBurst: 20

@@ -227,7 +227,6 @@ func TestValuesReachPods(t *testing.T) {
 	t.Run("config env", func(t *testing.T) {
 		t.Parallel()
 		for name, want := range map[string]string{
-			"SWITCHBOARD_ADMIN_EMAILS":          "ops@example.com",
 			"SWITCHBOARD_TRUSTED_PROXIES":       "10.0.0.0/8",
 			"SWITCHBOARD_CLIENT_IP_HEADER":      "X-Forwarded-For",
 			"SWITCHBOARD_AUTH_RATE":             "10",

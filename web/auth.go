@@ -15,14 +15,14 @@ import (
 )
 
 type credentials struct {
-	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased"`
 	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters, at most 72 bytes (bcrypt's limit)"`
 }
 
 // loginCredentials has no password rules: a wrong password of any length is
 // a 401, as docs/api.md says, not a validation error.
 type loginCredentials struct {
-	Email    string `json:"email" maxLength:"254" doc:"account email, case-insensitive"`
+	Email    string `json:"email" maxLength:"254" doc:"account email, compared in the same normal form as at register"`
 	Password string `json:"password" maxLength:"1024"`
 }
 
@@ -76,15 +76,13 @@ func registerAuth(api huma.API, s *Server) {
 	}, s.me)
 }
 
-func (s *Server) roleFor(email string) string {
-	if s.opts.IsAdminEmail(email) {
-		return roleAdmin
-	}
-	return roleUser
-}
-
 func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
-	email := strings.ToLower(strings.TrimSpace(in.Body.Email))
+	email, err := NormalizeEmail(in.Body.Email)
+	if err != nil {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
+			Message: err.Error(), Location: "body.email", Value: in.Body.Email,
+		})
+	}
 	if len(in.Body.Password) > 72 { // maxLength counts characters; bcrypt counts bytes
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
 			Message:  "expected at most 72 bytes (bcrypt's limit); this password is " + strconv.Itoa(len(in.Body.Password)),
@@ -95,7 +93,8 @@ func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutpu
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	u, err := userCreate(ctx, s.opts.Pool, email, string(hash), s.roleFor(email))
+	// Every account starts as a user: admin is granted by an operator.
+	u, err := userCreate(ctx, s.opts.Pool, email, string(hash))
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "an account with this email already exists; log in instead")
 	}
@@ -107,29 +106,42 @@ func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutpu
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("switchboard-dummy-password"), bcrypt.DefaultCost)
 
 func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error) {
-	const wrong = "wrong email or password"
-	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(in.Body.Email))
-	if errors.Is(err, db.ErrNotFound) {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(in.Body.Password))
-		return nil, huma.Error401Unauthorized(wrong)
-	}
+	u, err := s.checkPassword(ctx, in.Body.Email, in.Body.Password)
 	if err != nil {
-		return nil, s.fail(ctx, err, "", "")
-	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(in.Body.Password)) != nil {
-		return nil, huma.Error401Unauthorized(wrong)
-	}
-	if role := s.roleFor(u.Email); role != u.Role {
-		if err := userSetRole(ctx, s.opts.Pool, u.ID, role); err != nil {
-			return nil, s.fail(ctx, err, "", "")
-		}
-		u.Role = role
+		return nil, err
 	}
 	out, err := s.authResponse(ctx, u)
 	if err == nil && u.Role == roleAdmin {
 		out.SetCookie = sessionCookieFor(out.Body.Token, out.Body.ExpiresAt, in.secure)
 	}
 	return out, err
+}
+
+const wrongPassword = "wrong email or password"
+
+// checkPassword finds the enabled account with that email and password. An
+// unknown or unnormalisable email costs a bcrypt comparison too, so a login
+// takes as long whether or not the account exists.
+func (s *Server) checkPassword(ctx context.Context, email, password string) (User, error) {
+	var user User
+	hash, err := "", error(db.ErrNotFound)
+	if norm, nerr := NormalizeEmail(email); nerr == nil {
+		user, hash, err = userByEmail(ctx, s.opts.Pool, norm)
+	}
+	if errors.Is(err, db.ErrNotFound) {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return User{}, huma.Error401Unauthorized(wrongPassword)
+	}
+	if err != nil {
+		return User{}, s.fail(ctx, err, "", "")
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		return User{}, huma.Error401Unauthorized(wrongPassword)
+	}
+	if user.Disabled {
+		return User{}, huma.Error401Unauthorized(accountDisabled)
+	}
+	return user, nil
 }
 
 func (s *Server) authResponse(ctx context.Context, u User) (*authOutput, error) {

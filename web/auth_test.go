@@ -33,13 +33,6 @@ func TestRegister(t *testing.T) {
 		res := b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": "DUP@example.com", "password": "12345678"}, "")
 		requireProblem(t, res, http.StatusConflict)
 	})
-	t.Run("admin email", func(t *testing.T) {
-		t.Parallel()
-		res := b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": "boss@example.com", "password": "12345678"}, "")
-		if res.body["user"].(map[string]any)["role"] != "admin" {
-			t.Fatalf("role: %s", res.raw)
-		}
-	})
 	for _, tc := range []struct {
 		name   string
 		body   any
@@ -158,19 +151,4 @@ func TestMe(t *testing.T) {
 			t.Fatalf("detail %q", d)
 		}
 	})
-}
-
-func TestAdminRoleFollowsConfigAtLogin(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	b.register(t, "promoted@example.com")
-	b.server.opts.IsAdminEmail = func(e string) bool { return e == "promoted@example.com" }
-	res := b.do(t, http.MethodPost, "/v1/auth/login", map[string]string{"email": "promoted@example.com", "password": "correct horse"}, "")
-	if res.body["user"].(map[string]any)["role"] != "admin" {
-		t.Fatalf("role after being listed: %s", res.raw)
-	}
-	me := b.do(t, http.MethodGet, "/v1/me", nil, res.body["token"].(string))
-	if me.body["role"] != "admin" {
-		t.Fatalf("stored role: %s", me.raw)
-	}
 }

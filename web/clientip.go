@@ -41,11 +41,30 @@ func clientIPs(trusted []string, header string, logger *slog.Logger) func(http.H
 	}
 }
 
-// clientIP is the rate limit key of a request's client: the address
-// clientIPs resolved, IPv6 reduced to its /64 (a client owns a whole /64);
-// the socket peer when nothing was resolved (a trusted proxy that sent no
-// header, or one that does not parse: chi fails closed).
+// clientIP is the rate limit key of a request's client: its address
+// (clientAddr), IPv6 reduced to its /64 (a client owns a whole /64).
 func clientIP(ctx context.Context, remoteAddr string) string {
+	ip, ok := resolvedAddr(ctx, remoteAddr)
+	if !ok {
+		return remoteAddr
+	}
+	return httprate.CanonicalizeIP(ip.String())
+}
+
+// clientAddr is the client's address as logged: the address clientIPs
+// resolved, whole (not the /64 the rate limit counts).
+func clientAddr(ctx context.Context, remoteAddr string) string {
+	ip, ok := resolvedAddr(ctx, remoteAddr)
+	if !ok {
+		return remoteAddr
+	}
+	return ip.String()
+}
+
+// resolvedAddr is the address clientIPs resolved, else the socket peer (a
+// trusted proxy that sent no header, or one that does not parse: chi fails
+// closed); IPv4-mapped addresses unmapped, zones dropped.
+func resolvedAddr(ctx context.Context, remoteAddr string) (netip.Addr, bool) {
 	ip := middleware.GetClientIPAddr(ctx)
 	if !ip.IsValid() {
 		host, _, err := net.SplitHostPort(remoteAddr)
@@ -53,8 +72,8 @@ func clientIP(ctx context.Context, remoteAddr string) string {
 			host = remoteAddr
 		}
 		if ip, err = netip.ParseAddr(host); err != nil {
-			return remoteAddr
+			return netip.Addr{}, false
 		}
 	}
-	return httprate.CanonicalizeIP(ip.Unmap().WithZone("").String())
+	return ip.Unmap().WithZone(""), true
 }

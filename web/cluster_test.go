@@ -60,8 +60,7 @@ func setupCluster(t *testing.T) *clusterBundle {
 	c := cluster.New(cluster.Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret, Sockets: sockets})
 	s := New(Options{
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
-		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
-		Cluster:      c, Presence: c,
+		Cluster: c, Presence: c,
 	})
 	s.AddReadyCheck("draining", c.ReadyCheck)
 	return &clusterBundle{testBundle: &testBundle{server: s}, cluster: c, sockets: sockets}
@@ -99,7 +98,7 @@ func TestClusterRoutesNeedAdmin(t *testing.T) {
 func TestClusterStatusRoute(t *testing.T) {
 	t.Parallel()
 	b := setupCluster(t)
-	admin, _ := b.register(t, "boss@example.com")
+	admin, _ := b.registerAdmin(t, "boss@example.com")
 	res := b.do(t, http.MethodGet, "/v1/cluster/status", nil, admin)
 	if res.status != http.StatusOK || res.body["degraded"] != false {
 		t.Fatalf("status: %d %s", res.status, res.raw)
@@ -129,7 +128,7 @@ func TestClusterStatusRoute(t *testing.T) {
 func TestDisconnectRoute(t *testing.T) {
 	t.Parallel()
 	b := setupCluster(t)
-	admin, _ := b.register(t, "boss@example.com")
+	admin, _ := b.registerAdmin(t, "boss@example.com")
 	victim := uuid.NewString()
 	b.sockets.lobby[victim] = 2
 	res := b.do(t, http.MethodPost, "/v1/admin/users/"+victim+"/disconnect", nil, admin)
@@ -145,7 +144,7 @@ func TestDrainRoute(t *testing.T) {
 	t.Run("unknown node", func(t *testing.T) {
 		t.Parallel()
 		b := setupCluster(t)
-		admin, _ := b.register(t, "boss@example.com")
+		admin, _ := b.registerAdmin(t, "boss@example.com")
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/admin/nodes/"+uuid.NewString()+"/drain", nil, admin), http.StatusNotFound)
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/admin/nodes/nope/drain", nil, admin), http.StatusUnprocessableEntity)
 	})
@@ -153,7 +152,7 @@ func TestDrainRoute(t *testing.T) {
 	t.Run("a node that refuses connections", func(t *testing.T) {
 		t.Parallel()
 		b := setupCluster(t)
-		admin, _ := b.register(t, "boss@example.com")
+		admin, _ := b.registerAdmin(t, "boss@example.com")
 		addr, err := freeport.Addr() // nothing listens there
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +163,7 @@ func TestDrainRoute(t *testing.T) {
 	t.Run("a node that never answers", func(t *testing.T) {
 		t.Parallel()
 		b := setupCluster(t)
-		admin, _ := b.register(t, "boss@example.com")
+		admin, _ := b.registerAdmin(t, "boss@example.com")
 		l, _ := net.Listen("tcp", "127.0.0.1:0") // accepts (backlog), never answers
 		t.Cleanup(func() { l.Close() })
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/admin/nodes/"+b.registerNode(t, l.Addr().String())+"/drain", nil, admin), http.StatusGatewayTimeout)
@@ -173,7 +172,7 @@ func TestDrainRoute(t *testing.T) {
 	t.Run("this node: readiness fails, the node keeps serving", func(t *testing.T) {
 		t.Parallel()
 		b := setupCluster(t)
-		admin, _ := b.register(t, "boss@example.com")
+		admin, _ := b.registerAdmin(t, "boss@example.com")
 		res := b.do(t, http.MethodPost, "/v1/admin/nodes/"+b.cluster.NodeID()+"/drain", nil, admin)
 		if res.status != http.StatusOK || res.body["acked"] != true {
 			t.Fatalf("drain: %d %s", res.status, res.raw)
@@ -191,7 +190,7 @@ func TestDrainRoute(t *testing.T) {
 func TestPresenceRoute(t *testing.T) {
 	t.Parallel()
 	b := setupCluster(t)
-	admin, _ := b.register(t, "boss@example.com")
+	admin, _ := b.registerAdmin(t, "boss@example.com")
 	member, memberID := b.register(t, "member@example.com")
 	outsider, _ := b.register(t, "outsider@example.com")
 	b.sockets.lobby[memberID] = 2

@@ -150,7 +150,7 @@ func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 				slog.Int("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 				slog.String("remote_addr", r.RemoteAddr),
-				slog.String("client_ip", clientIP(r.Context(), r.RemoteAddr)),
+				slog.String("client_ip", clientAddr(r.Context(), r.RemoteAddr)),
 			)
 		})
 	}

@@ -96,6 +96,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
 		return
 	}
+	// The ticket was issued to an enabled account; it may have been
+	// disabled or deleted in the 30 s since.
+	var refused *accountRefused
+	if _, err := s.activeRole(r.Context(), userID); errors.As(err, &refused) {
+		writeProblem(w, http.StatusUnauthorized, refused.Error())
+		return
+	} else if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+		return
+	}
 	if err := s.opts.Sockets.Serve(w, r, userID); err != nil {
 		// A failed upgrade has been answered by the upgrader already.
 		if errors.Is(err, realtime.ErrDraining) {

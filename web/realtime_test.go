@@ -36,8 +36,7 @@ func setupRealtime(t *testing.T) *realtimeBundle {
 	}
 	s := New(Options{
 		Pool: pool, Registry: reg, PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
-		IsAdminEmail: func(e string) bool { return strings.HasPrefix(e, "boss") },
-		Tickets:      realtime.Tickets{DB: pool}, Sockets: hub, Events: bus, RPC: bus,
+		Tickets: realtime.Tickets{DB: pool}, Sockets: hub, Events: bus, RPC: bus,
 	})
 	srv := httptest.NewServer(s)
 	t.Cleanup(func() {
@@ -238,7 +237,7 @@ func TestUserRPC(t *testing.T) {
 	b := setupRealtime(t)
 	token, me := b.register(t, "rpc@example.com")
 	otherToken, other := b.register(t, "rpc-other@example.com")
-	adminToken, _ := b.register(t, "boss-rpc@example.com")
+	adminToken, _ := b.registerAdmin(t, "boss-rpc@example.com")
 	rpc := func(token, user string, body any) response {
 		return b.do(t, http.MethodPost, "/v1/users/"+user+"/rpc", body, token)
 	}

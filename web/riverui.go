@@ -5,11 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/switchboard/switchboard/infra/ratelimit"
 )
@@ -35,19 +34,31 @@ func (s *Server) mountRiverUI(h http.Handler) {
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.operator(r)
+		if err == nil {
+			// The role and state as stored now, as for every API route.
+			p.Role, err = s.activeRole(r.Context(), p.UserID)
+		}
 		var limited *limitedError
+		var refused *accountRefused
 		switch {
 		case errors.As(err, &limited):
 			setRateHeaders(w.Header().Set, limited.d)
 			writeProblem(w, http.StatusTooManyRequests, tooManyDetail(limited.d, "from this address"))
 			return
+		case errors.As(err, &refused):
+			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
+			writeProblem(w, http.StatusUnauthorized, refused.Error())
+			return
 		case errors.Is(err, errNoCredentials):
 			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
 			writeProblem(w, http.StatusUnauthorized, "log in as an admin: POST /v1/auth/login sets the session cookie, or use HTTP basic auth with an admin's email and password")
 			return
-		case err != nil:
+		case errors.As(err, new(*credentialsError)):
 			w.Header().Set("WWW-Authenticate", `Basic realm="Switchboard River UI", charset="UTF-8"`)
 			writeProblem(w, http.StatusUnauthorized, err.Error())
+			return
+		case err != nil:
+			writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
 			return
 		case !p.IsAdmin():
 			writeProblem(w, http.StatusForbidden, "the River UI is for admins only")
@@ -62,10 +73,19 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 
 var errNoCredentials = errors.New("no credentials")
 
-// operator authenticates a River UI request.
+// credentialsError is a River UI request whose credentials are wrong.
+type credentialsError struct{ msg string }
+
+func (e *credentialsError) Error() string { return e.msg }
+
+// operator authenticates a River UI request: who it is, not yet its role.
 func (s *Server) operator(r *http.Request) (Principal, error) {
 	if raw, ok := bearerToken(r.Header.Get("Authorization")); ok {
-		return s.tokens.verify(raw)
+		p, err := s.tokens.verify(raw)
+		if err != nil {
+			return Principal{}, &credentialsError{err.Error()}
+		}
+		return p, nil
 	}
 	if email, password, ok := r.BasicAuth(); ok {
 		return s.basicAuth(r, email, password)
@@ -73,7 +93,7 @@ func (s *Server) operator(r *http.Request) (Principal, error) {
 	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 		p, err := s.tokens.verify(c.Value)
 		if err != nil {
-			return Principal{}, errors.New("the session has expired; log in again")
+			return Principal{}, &credentialsError{"the session has expired; log in again"}
 		}
 		return p, nil
 	}
@@ -88,26 +108,26 @@ func (e *limitedError) Error() string { return "too many login attempts" }
 // basicAuth checks an email and password like login does, under the same
 // per-address limit as /v1/auth/* (else it would be an unlimited password
 // oracle). Successes are cached for a minute so the UI's polling neither runs
-// bcrypt nor spends the limit every time.
+// bcrypt nor spends the limit every time; the cache holds who the caller is,
+// never the role, which adminOnly reads on every request.
 func (s *Server) basicAuth(r *http.Request, email, password string) (Principal, error) {
-	const wrong = "wrong email or password"
 	ctx := r.Context()
-	key := sha256.Sum256([]byte(strings.ToLower(email) + "\x00" + password))
+	key := sha256.Sum256([]byte(email + "\x00" + password))
 	if p, ok := s.basicCache.get(key); ok {
 		return p, nil
 	}
 	if d := s.limits.auth.Allow(ctx, clientIP(ctx, r.RemoteAddr)); !d.Allowed {
 		return Principal{}, &limitedError{d}
 	}
-	u, hash, err := userByEmail(ctx, s.opts.Pool, strings.TrimSpace(email))
-	if err != nil {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
-		return Principal{}, errors.New(wrong)
+	u, err := s.checkPassword(ctx, email, password)
+	var he huma.StatusError
+	switch {
+	case errors.As(err, &he) && he.GetStatus() == http.StatusUnauthorized:
+		return Principal{}, &credentialsError{he.Error()}
+	case err != nil:
+		return Principal{}, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return Principal{}, errors.New(wrong)
-	}
-	p := Principal{UserID: u.ID, Role: s.roleFor(u.Email)}
+	p := Principal{UserID: u.ID}
 	s.basicCache.put(key, p)
 	return p, nil
 }

@@ -11,7 +11,7 @@ func TestRiverUI(t *testing.T) {
 	t.Parallel()
 	b := setupJobs(t)
 	userToken, _ := b.register(t, "plain@example.com")
-	b.register(t, "boss@example.com")
+	b.registerAdmin(t, "boss@example.com")
 
 	get := func(t *testing.T, path string, prepare func(*http.Request)) *httptest.ResponseRecorder {
 		t.Helper()
@@ -111,7 +111,7 @@ func TestRiverUI(t *testing.T) {
 func TestRiverUIBasicAuthIsRateLimited(t *testing.T) {
 	t.Parallel()
 	b := setupJobs(t)
-	b.register(t, "boss@example.com")
+	b.registerAdmin(t, "boss@example.com")
 	guess := func(remote, password string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/riverui/", nil)
 		req.RemoteAddr = remote

@@ -34,8 +34,6 @@ type Options struct {
 
 	// JWTSecret signs access tokens (HS256).
 	JWTSecret []byte
-	// AdminEmails get the admin role at register and login.
-	IsAdminEmail func(email string) bool
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
 	// RateLimits of the API, counted in Pool for the whole cluster.
@@ -90,9 +88,6 @@ func New(opts Options) *Server {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	if opts.IsAdminEmail == nil {
-		opts.IsAdminEmail = func(string) bool { return false }
-	}
 	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
 
 	s.buildLimits()
@@ -110,7 +105,7 @@ func New(opts Options) *Server {
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.requireAdmin)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)
@@ -124,6 +119,7 @@ func New(opts Options) *Server {
 			registerEvents(api, s)
 			registerRPC(api, s)
 		}
+		registerAdmin(api, s)
 		if opts.Cluster != nil {
 			registerCluster(api, s)
 		}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,6 @@ func setup(t *testing.T) *testBundle {
 	s := New(Options{
 		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true,
 		JWTSecret: testSecret, BcryptCost: 4,
-		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
 		// Every request of these tests comes from one address: limits are
 		// tested in ratelimit_test.go.
 		RateLimits: RateLimits{Auth: generous, User: generous},
@@ -87,6 +87,18 @@ func (b *testBundle) register(t *testing.T, email string) (token, id string) {
 		t.Fatalf("register %s: %d %s", email, res.status, res.raw)
 	}
 	return res.body["token"].(string), res.body["user"].(map[string]any)["id"].(string)
+}
+
+// registerAdmin creates an account and grants it the admin role the way an
+// operator does (switchboard admin grant).
+func (b *testBundle) registerAdmin(t *testing.T, email string) (token, id string) {
+	t.Helper()
+	token, id = b.register(t, email)
+	role := RoleAdmin
+	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, email, UserChange{Role: &role}); err != nil {
+		t.Fatalf("grant admin to %s: %v", email, err)
+	}
+	return token, id
 }
 
 func requireProblem(t *testing.T, res response, status int) {

@@ -39,8 +39,7 @@ func setupJobs(t *testing.T) *testBundle {
 	s := New(Options{
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true,
 		JWTSecret: testSecret, BcryptCost: 4,
-		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
-		River:        client, RiverUI: ui,
+		River: client, RiverUI: ui,
 	})
 	return &testBundle{server: s}
 }

@@ -10,11 +10,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboard/switchboard/infra/db"
 )
 
 const tokenTTL = 24 * time.Hour
 
-// Principal is the authenticated caller of a request.
+// Principal is the authenticated caller of a request. Role is the account's
+// role as stored when the request arrived, never the token's claim.
 type Principal struct {
 	UserID string
 	Role   string
@@ -29,7 +32,9 @@ type claims struct {
 }
 
 // tokens issues and verifies HS256 access tokens: sub is the user id, role
-// the user's role; they last 24 h and every replica accepts them (one secret).
+// the user's role when it was issued (for the client to read: the server
+// reads the account on every request instead); they last 24 h and every
+// replica accepts them (one secret).
 type tokens struct {
 	secret []byte
 }
@@ -65,13 +70,14 @@ func (t tokens) verify(raw string) (Principal, error) {
 	case c.Subject == "" || (c.Role != roleUser && c.Role != roleAdmin):
 		return Principal{}, errors.New("the access token is invalid")
 	}
-	return Principal{UserID: c.Subject, Role: c.Role}, nil
+	return Principal{UserID: c.Subject}, nil
 }
 
 type principalKey struct{}
 
 // authenticate is Huma middleware: operations that declare the bearer
-// security requirement need a valid token; the principal goes in the context.
+// security requirement need a valid token; the principal (its user id) goes
+// in the context. checkAccount, after the per-user rate limit, completes it.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if len(ctx.Operation().Security) == 0 {
 		next(ctx)
@@ -90,6 +96,75 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// checkAccount is Huma middleware after authenticate: it reads the caller's
+// account on every request, so a deleted or disabled account's tokens stop
+// working at once on every replica, and a role granted or revoked counts
+// from the next request on.
+func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
+	p, ok := ctx.Context().Value(principalKey{}).(Principal)
+	if !ok {
+		next(ctx)
+		return
+	}
+	role, err := s.activeRole(ctx.Context(), p.UserID)
+	var refused *accountRefused
+	switch {
+	case errors.As(err, &refused):
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, refused.Error())
+		return
+	case err != nil:
+		_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
+		return
+	}
+	p.Role = role
+	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+const (
+	accountGone     = "this account no longer exists"
+	accountDisabled = "this account is disabled; an operator can enable it again"
+)
+
+// accountRefused is an account that may not act: deleted or disabled.
+type accountRefused struct{ reason string }
+
+func (e *accountRefused) Error() string { return e.reason }
+
+// activeRole is the stored role of an enabled account, or an
+// *accountRefused.
+func (s *Server) activeRole(ctx context.Context, userID string) (string, error) {
+	a, err := accountOf(ctx, s.opts.Pool, userID)
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return "", &accountRefused{accountGone}
+	case err != nil:
+		if !errors.Is(err, context.Canceled) {
+			s.opts.Logger.ErrorContext(ctx, "read the caller's account", "error", err)
+		}
+		return "", err
+	case a.disabled:
+		return "", &accountRefused{accountDisabled}
+	}
+	return a.role, nil
+}
+
+// requireAdmin is Huma middleware after checkAccount: operator routes
+// (/v1/admin/*, /v1/cluster/*) answer 403 to anyone but an admin before
+// their path or body is looked at, so a non-admin learns nothing from a 422.
+func (s *Server) requireAdmin(ctx huma.Context, next func(huma.Context)) {
+	if !isOperatorPath(ctx.Operation().Path) || principal(ctx.Context()).IsAdmin() {
+		next(ctx)
+		return
+	}
+	_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, adminOnly)
+}
+
+// isOperatorPath reports whether a route is for admins only.
+func isOperatorPath(path string) bool {
+	return strings.HasPrefix(path, "/v1/admin/") || strings.HasPrefix(path, "/v1/cluster/")
 }
 
 // principal returns the caller of an authenticated operation.

@@ -141,10 +141,6 @@ hook-scoped copy and the pods' checksum all see the same generated values.
 - name: SWITCHBOARD_LOG_FORMAT
   value: {{ .logFormat | quote }}
 {{- end }}
-{{- if .adminEmails }}
-- name: SWITCHBOARD_ADMIN_EMAILS
-  value: {{ .adminEmails | quote }}
-{{- end }}
 {{- if .trustedProxies }}
 - name: SWITCHBOARD_TRUSTED_PROXIES
   value: {{ .trustedProxies | quote }}

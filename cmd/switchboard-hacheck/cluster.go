@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -19,7 +20,7 @@ import (
 
 const replicaCount = 3
 
-// adminEmail gets the admin role through SWITCHBOARD_ADMIN_EMAILS.
+// adminEmail gets the admin role through `switchboard admin grant`.
 const adminEmail = "admin@hacheck.test"
 
 // cluster is PostgreSQL plus the replicas, all processes this program owns.
@@ -49,7 +50,6 @@ func startCluster(ctx context.Context, dir string, progress func(string, ...any)
 		"DATABASE_URL=" + c.dbURL,
 		"SWITCHBOARD_JWT_SECRET=" + secret(),
 		"SWITCHBOARD_CLUSTER_SECRET=" + secret(),
-		"SWITCHBOARD_ADMIN_EMAILS=" + adminEmail,
 		"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true",
 		"SWITCHBOARD_LOG_FORMAT=json",
 		"SWITCHBOARD_BCRYPT_COST=4",
@@ -139,4 +139,15 @@ func (c *cluster) stop() {
 	if c.pg != nil {
 		_ = c.pg.Stop()
 	}
+}
+
+// grantAdmin runs `switchboard admin grant email` against the cluster's
+// database, as an operator would.
+func (c *cluster) grantAdmin(ctx context.Context, email string) error {
+	cmd := exec.CommandContext(ctx, c.bin, "admin", "grant", email)
+	cmd.Env = append(replica.BaseEnv(), "DATABASE_URL="+c.dbURL, "SWITCHBOARD_LOG_LEVEL=warn")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("switchboard admin grant %s: %w\n%s", email, err, out)
+	}
+	return nil
 }

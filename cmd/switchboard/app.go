@@ -117,7 +117,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
-		JWTSecret: []byte(a.cfg.JWTSecret), IsAdminEmail: a.cfg.IsAdminEmail, BcryptCost: a.cfg.BcryptCost,
+		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(),
 		Cluster:    a.cluster, Presence: a.cluster,
 	}
@@ -294,14 +294,16 @@ func (a *app) logBanner() {
 	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ",")}
 	if a.embedded != nil {
 		dir, _ := filepath.Abs(a.cfg.DataDir)
-		attrs = append(attrs, "database_url", a.embedded.URL(),
+		// The password stays in the data directory, out of the logs.
+		attrs = append(attrs, "database_url", config.RedactURL(a.embedded.URL()),
+			"database_password_file", filepath.Join(dir, "postgres.password"),
 			"second_replica", fmt.Sprintf("%sSWITCHBOARD_DATA_DIR=%s PORT=%d %s", sharedEnv(), dir, port+1, selfCommand()))
 	}
 	a.logger.Info("switchboard is serving", attrs...)
 }
 
 // sharedEnv is the SWITCHBOARD_* settings of this process that a second
-// replica must share (admin emails, limits, ...), as shell assignments.
+// replica must share (limits, origins, ...), as shell assignments.
 // Per-node settings are left out; secrets come from the data directory.
 func sharedEnv() string {
 	var b strings.Builder

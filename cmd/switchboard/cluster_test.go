@@ -20,11 +20,10 @@ func startCluster(t *testing.T, n int) ([]*testServer, string) {
 	dbURL := dbtest.NewDatabaseURL(t)
 	servers := make([]*testServer, n)
 	for i := range servers {
-		cfg := testConfig(t, dbURL)
-		cfg.AdminEmails = []string{"boss@example.com"}
-		servers[i] = startServer(t, cfg)
+		servers[i] = startServer(t, testConfig(t, dbURL))
 	}
 	admin, _ := registerUser(t, servers[0], "boss@example.com")
+	runAdmin(t, servers[0], "grant", "boss@example.com")
 	return servers, admin
 }
 

@@ -87,10 +87,9 @@ func TestTasksRunAcrossRoles(t *testing.T) {
 
 func TestRiverUIForAdmins(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, dbtest.NewDatabaseURL(t))
-	cfg.AdminEmails = []string{"ops@example.com"}
-	srv := startServer(t, cfg)
+	srv := startServer(t, testConfig(t, dbtest.NewDatabaseURL(t)))
 	registerUser(t, srv, "ops@example.com")
+	runAdmin(t, srv, "grant", "ops@example.com")
 	userToken, _ := registerUser(t, srv, "user@example.com")
 
 	get := func(path string, prepare func(*http.Request)) int {

@@ -1,6 +1,7 @@
 // Command switchboard is the one binary: `serve` (default) runs the roles
 // named in SWITCHBOARD_ROLES, `migrate` applies migrations and exits,
-// `version` prints the build version. `--help` lists the configuration.
+// `admin` grants and revokes the admin role, `version` prints the build
+// version. `--help` lists the configuration.
 package main
 
 import (
@@ -20,10 +21,21 @@ var version = "dev"
 const usage = `switchboard — scheduled jobs and realtime messages on PostgreSQL
 
 Usage:
-  switchboard [serve]   run the service (default)
-  switchboard migrate   apply database migrations and exit
-  switchboard version   print the version
-  switchboard --help    this text and every environment variable
+  switchboard [serve]                 run the service (default)
+  switchboard migrate                 apply database migrations and exit
+  switchboard admin grant <email>     give a registered account the admin role
+  switchboard admin revoke <email>    take it away (counts at once on every replica)
+  switchboard admin disable <email>   refuse the account's logins and tokens
+  switchboard admin enable <email>    undo disable
+  switchboard admin list              print the admins
+  switchboard version                 print the version
+  switchboard --help                  this text and every environment variable
+
+Without DATABASE_URL every command uses the private PostgreSQL in
+SWITCHBOARD_DATA_DIR (starting it, or attaching to the one a running replica
+started). With DATABASE_URL set, serve also requires SWITCHBOARD_JWT_SECRET
+and SWITCHBOARD_CLUSTER_SECRET (16+ characters, the same on every replica);
+migrate and admin need only DATABASE_URL.
 
 `
 
@@ -48,21 +60,36 @@ func realMain(args []string) int {
 		fmt.Println(version)
 		return 0
 	case "serve", "migrate":
+	case "admin":
+		if _, err := parseAdminArgs(args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard admin: %v\n\n%s", err, usage)
+			return 2
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	cfg, err := config.Load()
+	load := config.Load
+	if cmd != "serve" {
+		load = config.LoadDatabase // migrate and admin use only the database
+	}
+	cfg, err := load()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "switchboard: configuration: %v\n(run switchboard --help for every variable)\n", err)
 		return 2
 	}
 	logger := logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	for _, w := range config.Removed() {
+		logger.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cmd == "migrate" {
+	switch cmd {
+	case "migrate":
 		err = migrate(ctx, cfg, logger)
-	} else {
+	case "admin":
+		err = adminCommand(ctx, cfg, logger, args[1:], os.Stdout)
+	default:
 		err = run(ctx, cfg, logger)
 	}
 	if err != nil {

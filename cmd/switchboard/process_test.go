@@ -52,7 +52,7 @@ func startProcess(t *testing.T, dbURL string, extra ...string) *process {
 	t.Helper()
 	env := append([]string{"DATABASE_URL=" + dbURL, "SWITCHBOARD_DATA_DIR=" + t.TempDir(),
 		"SWITCHBOARD_JWT_SECRET=test-jwt-secret-0123456789", "SWITCHBOARD_CLUSTER_SECRET=test-cluster-secret-0123456789",
-		"SWITCHBOARD_ADMIN_EMAILS=boss@example.com", "SWITCHBOARD_LOG_FORMAT=text", "SWITCHBOARD_SHUTDOWN_TIMEOUT=20s",
+		"SWITCHBOARD_LOG_FORMAT=text", "SWITCHBOARD_SHUTDOWN_TIMEOUT=20s",
 		"SWITCHBOARD_BCRYPT_COST=4", "SWITCHBOARD_AUTH_RATE=1000", "SWITCHBOARD_AUTH_BURST=1000"}, extra...)
 	r, err := replica.New(replica.Options{Bin: binary(t), Env: env})
 	if err != nil {

@@ -28,9 +28,8 @@ type Config struct {
 	Port             string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
 	HTTPAddr         string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
 	Roles            []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both; unset on Fly.io: FLY_PROCESS_GROUP"`
-	JWTSecret        string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens; required unless the database is embedded"`
-	ClusterSecret    string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls; generated in embedded mode"`
-	AdminEmails      []string      `envconfig:"SWITCHBOARD_ADMIN_EMAILS" desc:"comma-separated emails that get the admin role"`
+	JWTSecret        string        `envconfig:"SWITCHBOARD_JWT_SECRET" desc:"HMAC key for access tokens, 16+ characters; required by serve when DATABASE_URL is set (the same on every replica); generated in SWITCHBOARD_DATA_DIR when embedded"`
+	ClusterSecret    string        `envconfig:"SWITCHBOARD_CLUSTER_SECRET" desc:"HMAC key signing node-to-node calls, 16+ characters; required by serve when DATABASE_URL is set (the same on every replica); generated when embedded"`
 	AdvertiseAddr    string        `envconfig:"SWITCHBOARD_ADVERTISE_ADDR" desc:"host:port other nodes use to reach this one; default FLY_PRIVATE_IP or the pod IP plus the listen port"`
 	FlyPrivateIP     string        `envconfig:"FLY_PRIVATE_IP" desc:"set by Fly.io: the Machine's private address, advertised with the listen port"`
 	PodIP            string        `envconfig:"POD_IP" desc:"set by the Helm chart from the downward API: advertised with the listen port"`
@@ -51,8 +50,33 @@ type Config struct {
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may open WebSockets from, or *; default: the request's own host"`
 }
 
-// Load reads the environment into a Config and validates it.
+// Load reads the environment into a Config and validates it for serve.
 func Load() (Config, error) {
+	c, err := read()
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// LoadDatabase reads the environment for the commands that only use the
+// database (migrate, admin): the secrets and the serving settings are not
+// required or checked.
+func LoadDatabase() (Config, error) {
+	c, err := read()
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.ValidateDatabase(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func read() (Config, error) {
 	var c Config
 	if err := envconfig.Process("", &c); err != nil {
 		return Config{}, fmt.Errorf("read environment: %w", err)
@@ -63,10 +87,18 @@ func Load() (Config, error) {
 			c.Roles = []string{g}
 		}
 	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
 	return c, nil
+}
+
+// Removed names variables that are no longer read and are set in the
+// environment, each with what to do instead, for a warning at start.
+func Removed() []string {
+	var out []string
+	if _, set := os.LookupEnv("SWITCHBOARD_ADMIN_EMAILS"); set {
+		out = append(out, "SWITCHBOARD_ADMIN_EMAILS is no longer read: registering never grants admin. "+
+			"Existing admins keep their role; grant others with `switchboard admin grant <email>` (docs/security.md)")
+	}
+	return out
 }
 
 // Usage prints every variable with its default and description.
@@ -92,19 +124,10 @@ func (c Config) ListenAddr() string {
 	return ":8080"
 }
 
-// IsAdminEmail reports whether email is listed in SWITCHBOARD_ADMIN_EMAILS.
-func (c Config) IsAdminEmail(email string) bool {
-	for _, e := range c.AdminEmails {
-		if strings.EqualFold(strings.TrimSpace(e), email) {
-			return true
-		}
-	}
-	return false
-}
-
-// Validate checks values envconfig cannot, with messages naming the variable.
+// Validate checks values envconfig cannot, with messages naming the
+// variable: everything serve needs.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := []error{c.ValidateDatabase()}
 	if len(c.Roles) == 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_ROLES is empty: use web, worker or web,worker"))
 	}
@@ -116,9 +139,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.DatabaseURL != "" {
-		if err := validateDatabaseURL(c.DatabaseURL); err != nil {
-			errs = append(errs, err)
-		}
 		if c.JWTSecret == "" {
 			errs = append(errs, errors.New("SWITCHBOARD_JWT_SECRET is required when DATABASE_URL is set (every replica must share it)"))
 		}
@@ -163,11 +183,6 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("SWITCHBOARD_TRUSTED_PROXIES: %v", err))
 		}
 	}
-	switch c.LogFormat {
-	case "", "json", "text":
-	default:
-		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
-	}
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
@@ -185,9 +200,31 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ValidateDatabase checks what every command needs: the database and the
+// log settings.
+func (c *Config) ValidateDatabase() error {
+	var errs []error
+	if c.DatabaseURL != "" {
+		if err := validateDatabaseURL(c.DatabaseURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch c.LogFormat {
+	case "", "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
 func validateDatabaseURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
+		// Not err itself: url.Error quotes the whole URL, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("DATABASE_URL is malformed: %v", err)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
@@ -210,6 +247,20 @@ func validateOrigin(o string) error {
 		return fmt.Errorf("%q is not an origin like https://app.example.com (or *)", o)
 	}
 	return nil
+}
+
+// RedactURL is a database URL fit for logs: the password, in the userinfo
+// or a password parameter, replaced by xxxxx.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // ParseCIDROrIP accepts "10.0.0.0/8" or a bare address.

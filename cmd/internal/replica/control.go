@@ -134,9 +134,9 @@ func (p *Process) RSSKB() (int, error) {
 	return 0, errors.New("no VmRSS line")
 }
 
-// baseEnv is this process's environment without anything that configures
+// BaseEnv is this process's environment without anything that configures
 // switchboard.
-func baseEnv() []string {
+func BaseEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -148,19 +148,20 @@ func baseEnv() []string {
 	return env
 }
 
-// syncBuffer collects output written from the process's pipes.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers: it collects a
+// process's output, or a test's logs.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(b []byte) (int, error) {
+func (s *SyncBuffer) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(b)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -38,7 +38,7 @@ type Options struct {
 // Process is one replica; Start may be called again after it exited.
 type Process struct {
 	opts Options
-	mem  syncBuffer
+	mem  SyncBuffer
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -87,7 +87,7 @@ func (p *Process) Start() error {
 		return err
 	}
 	cmd := exec.Command(p.opts.Bin, "serve")
-	cmd.Env = append(baseEnv(), "SWITCHBOARD_HTTP_ADDR="+p.opts.Addr)
+	cmd.Env = append(BaseEnv(), "SWITCHBOARD_HTTP_ADDR="+p.opts.Addr)
 	cmd.Env = append(cmd.Env, p.opts.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = childAttr()

@@ -1,0 +1,109 @@
+package migrations_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/migrations"
+	"github.com/switchboard/switchboard/web"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// TestAccountsMigration: rows stored before emails were normalised (lower
+// case by strings.ToLower, so Unicode folded; unique by lower(email)) end up
+// in web.NormalizeEmail's form, or disabled and stripped of admin when they
+// have none — the look-alike admin that SWITCHBOARD_ADMIN_EMAILS could make
+// keeps nothing.
+func TestAccountsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.Connect(ctx, dbtest.NewEmptyDatabaseURL(t), db.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrateTo(t, pool, 5)
+
+	legacy := []struct{ email, role string }{
+		{"ops@example.com", "admin"},
+		{"opſ@example.com", "admin"}, // the look-alike
+		{"Mixed@Example.COM", "user"},
+		{" spaced@example.com", "user"},
+		{"spaced@example.com", "user"}, // normal already: keeps the address
+		{"bücher@example.com", "user"},
+		{"user@bücher.de", "admin"},
+		{"\"quoted\"@example.com", "user"},
+	}
+	for _, u := range legacy {
+		if _, err := pool.Exec(ctx, `INSERT INTO users (email, password_hash, role) VALUES ($1, 'x', $2)`, u.email, u.role); err != nil {
+			t.Fatalf("legacy row %q: %v", u.email, err)
+		}
+	}
+	if err := migrations.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+
+	rows, err := pool.Query(ctx, `SELECT email, role, disabled_at IS NOT NULL FROM users`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string][2]any{}
+	for rows.Next() {
+		var email, role string
+		var disabled bool
+		if err := rows.Scan(&email, &role, &disabled); err != nil {
+			t.Fatal(err)
+		}
+		got[email] = [2]any{role, disabled}
+		norm, nerr := web.NormalizeEmail(email)
+		switch {
+		case !disabled && (nerr != nil || norm != email):
+			t.Errorf("%q is enabled but not in normal form (%q, %v)", email, norm, nerr)
+		case disabled && role == "admin":
+			t.Errorf("%q is disabled but still admin", email)
+		}
+	}
+	want := map[string][2]any{
+		"ops@example.com":        {"admin", false},
+		"opſ@example.com":        {"user", true},
+		"mixed@example.com":      {"user", false},
+		"spaced@example.com":     {"user", false},
+		" spaced@example.com":    {"user", true},
+		"bücher@example.com":     {"user", true},
+		"user@bücher.de":         {"user", true},
+		"\"quoted\"@example.com": {"user", true},
+	}
+	for email, w := range want {
+		if got[email] != w {
+			t.Errorf("%q: got %v, want %v (all: %v)", email, got[email], w, got)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO users (email, password_hash) VALUES ('mixed@example.com', 'x')`); err == nil {
+		t.Fatal("the unique index lets a second mixed@example.com in")
+	}
+}
+
+// migrateTo applies River's migrations and ours up to version, as a
+// database of that release would be.
+func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
+	t.Helper()
+	sqldb := stdlib.OpenDBFromPool(pool)
+	defer sqldb.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+}

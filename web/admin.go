@@ -1,0 +1,145 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Operator routes on accounts: find them, grant and revoke the admin role,
+// disable and enable them. requireAdmin lets only admins reach them, and
+// every request reads the caller's role from the database, so a change made
+// on one replica counts on every replica from the next request.
+
+type adminUsersInput struct {
+	Email  string `query:"email" maxLength:"254" doc:"only the account with this address (normalised like login does)"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
+	Cursor string `query:"cursor" maxLength:"64" doc:"next_cursor of the previous page"`
+}
+
+type adminUsersOutput struct {
+	Body struct {
+		Items      []User `json:"items" nullable:"false"`
+		NextCursor string `json:"next_cursor" doc:"pass as cursor for the next page; empty on the last"`
+	}
+}
+
+type adminUserInput struct {
+	ID string `path:"id" format:"uuid" doc:"user id"`
+}
+
+type adminUserOutput struct {
+	Body User
+}
+
+type adminPatchInput struct {
+	ID   string `path:"id" format:"uuid" doc:"user id"`
+	Body struct {
+		Role     *string `json:"role,omitempty" enum:"admin,user" doc:"admin grants the operator routes and the River UI; user revokes them"`
+		Disabled *bool   `json:"disabled,omitempty" doc:"true refuses the account's logins and tokens everywhere and closes its sockets; false enables it again"`
+	}
+}
+
+func registerAdmin(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "admin-list-users", Method: http.MethodGet, Path: "/v1/admin/users",
+		Summary: "List accounts, oldest first, or find one by email", Tags: []string{"Admin"},
+		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, s.adminListUsers)
+	huma.Register(api, huma.Operation{
+		OperationID: "admin-get-user", Method: http.MethodGet, Path: "/v1/admin/users/{id}",
+		Summary: "One account", Tags: []string{"Admin"},
+		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, s.adminGetUser)
+	huma.Register(api, huma.Operation{
+		OperationID: "admin-update-user", Method: http.MethodPatch, Path: "/v1/admin/users/{id}",
+		Summary:     "Grant or revoke the admin role, disable or enable an account",
+		Description: "Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).",
+		Tags:        []string{"Admin"}, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, s.adminUpdateUser)
+}
+
+func (s *Server) adminListUsers(ctx context.Context, in *adminUsersInput) (*adminUsersOutput, error) {
+	out := &adminUsersOutput{}
+	out.Body.Items = []User{}
+	if in.Email != "" {
+		norm, err := NormalizeEmail(in.Email)
+		if err != nil {
+			// Only accounts from before normalisation (migration 00006
+			// disabled them) can hold such an address: match it exactly.
+			norm = in.Email
+		}
+		u, _, err := userByEmail(ctx, s.opts.Pool, norm)
+		if err == nil {
+			out.Body.Items = append(out.Body.Items, u)
+		} else if !errors.Is(err, db.ErrNotFound) {
+			return nil, s.fail(ctx, err, "", "")
+		}
+		return out, nil
+	}
+	after := ""
+	if in.Cursor != "" {
+		id, err := uuid.Parse(in.Cursor)
+		if err != nil {
+			return nil, huma.Error422UnprocessableEntity("cursor is invalid: pass next_cursor from the previous page unchanged")
+		}
+		after = id.String()
+	}
+	items, err := userList(ctx, s.opts.Pool, after, in.Limit)
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	out.Body.Items = items
+	if len(items) == in.Limit {
+		out.Body.NextCursor = items[len(items)-1].ID
+	}
+	return out, nil
+}
+
+func (s *Server) adminGetUser(ctx context.Context, in *adminUserInput) (*adminUserOutput, error) {
+	u, err := userByID(ctx, s.opts.Pool, canonicalID(in.ID))
+	if err != nil {
+		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")
+	}
+	return &adminUserOutput{Body: u}, nil
+}
+
+func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adminUserOutput, error) {
+	id := canonicalID(in.ID)
+	c := UserChange{Role: in.Body.Role, Disabled: in.Body.Disabled}
+	if c.Disabled != nil && *c.Disabled && id == principal(ctx).UserID {
+		return nil, huma.Error409Conflict("you cannot disable your own account")
+	}
+	var u User
+	var err error
+	if c.empty() {
+		u, err = userByID(ctx, s.opts.Pool, id)
+	} else {
+		u, err = userUpdate(ctx, s.opts.Pool, "id", id, c)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")
+	}
+	if u.Disabled && c.Disabled != nil && s.opts.Cluster != nil {
+		// Its tokens and tickets are refused from now on; its open sockets
+		// are closed here.
+		if _, err := s.opts.Cluster.DisconnectUser(context.WithoutCancel(ctx), u.ID); err != nil {
+			s.opts.Logger.WarnContext(ctx, "disabled account: closing its sockets failed", "user_id", u.ID, "error", err)
+		}
+	}
+	return &adminUserOutput{Body: u}, nil
+}
+
+// canonicalID is a uuid (validated by the route) in its canonical form.
+func canonicalID(id string) string {
+	if u, err := uuid.Parse(id); err == nil {
+		return u.String()
+	}
+	return id
+}
