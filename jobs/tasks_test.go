@@ -116,6 +116,15 @@ func TestCheckTargetIP(t *testing.T) {
 		{"2002:7f00:1::1", true, false},      // 6to4 of 127.0.0.1
 		{"2002:a9fe:a9fe::1", true, true},    // 6to4 of 169.254.169.254
 		{"::a00:1", true, false},             // IPv4-compatible 10.0.0.1
+		{"192.0.2.10", true, false},          // documentation (TEST-NET-1)
+		{"198.51.100.7", true, false},        // documentation (TEST-NET-2)
+		{"203.0.113.200", true, false},       // documentation (TEST-NET-3)
+		{"2001:db8::1", true, false},         // documentation
+		{"100.100.100.200", true, true},      // Alibaba Cloud metadata
+		{"::ffff:0:a00:1", true, false},      // SIIT of 10.0.0.1
+		{"::ffff:0:7f00:1", true, false},     // SIIT of 127.0.0.1
+		{"::ffff:0:a9fe:a9fe", true, true},   // SIIT of 169.254.169.254
+		{"::ffff:0:5db8:d822", false, false}, // SIIT of 93.184.216.34
 	} {
 		ip := netip.MustParseAddr(tc.ip)
 		if err := CheckTargetIP(ip, false); (err != nil) != tc.blocked || (err != nil && !errors.Is(err, ErrBlockedTarget)) {
