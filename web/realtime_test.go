@@ -210,6 +210,8 @@ func TestPublishEvent(t *testing.T) {
 			{"no event", map[string]any{"to": me}},
 			{"bad event name", map[string]any{"to": me, "event": "has space"}},
 			{"control character in room", map[string]any{"room": "a\nb", "event": "x"}},
+			{"blank room", map[string]any{"room": " ", "event": "x"}},
+			{"room with white space around it", map[string]any{"room": " ops ", "event": "x"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
