@@ -42,10 +42,11 @@ type callRecord struct {
 }
 
 // onFrame handles one text frame from a client. A bad frame is answered
-// with an error event; it never closes the connection.
+// with an error event and never closes the connection; frames over the
+// rate limits can (admitFrame).
 func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	c := clientOf(s)
-	if c == nil || c.closing.Load() {
+	if c == nil || c.closing.Load() || !h.admitFrame(c, len(msg)) {
 		return
 	}
 	if int64(len(msg)) > h.opts.MaxFrameBytes {

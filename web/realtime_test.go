@@ -140,6 +140,18 @@ func TestWebSocketTickets(t *testing.T) {
 		}
 		requireRawProblem(t, res, http.StatusUnauthorized)
 	})
+	t.Run("more sockets than a user may hold: 429", func(t *testing.T) {
+		t.Parallel()
+		many, _ := b.register(t, "ws-many@example.com")
+		for range 20 { // the default SWITCHBOARD_WS_MAX_CONNS_PER_USER
+			b.connect(t, many)
+		}
+		_, res, err := websocket.DefaultDialer.Dial(b.wsURL(b.ticket(t, many)), nil)
+		if err == nil {
+			t.Fatal("a 21st socket upgraded")
+		}
+		requireRawProblem(t, res, http.StatusTooManyRequests)
+	})
 	t.Run("refusals before the ticket is spent", func(t *testing.T) {
 		t.Parallel()
 		ticket := b.ticket(t, token)
