@@ -181,7 +181,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, limit: limit}
 	h.add(c)
 	defer h.remove(c) // also when the upgrade fails
-	return h.m.HandleRequestWithKeys(w, r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
+	return h.m.HandleRequestWithKeys(h.lingering(w, c), r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
 }
 
 func (h *Hub) add(c *client) {
