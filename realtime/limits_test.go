@@ -89,6 +89,23 @@ func TestFrameLimits(t *testing.T) {
 		other.expect(t, EventRoomJoined)
 	})
 
+	t.Run("per user: each replica counts its own sockets", func(t *testing.T) {
+		t.Parallel()
+		limits := FrameLimits{UserRate: 0.001, UserBurst: 2, Strikes: 100}
+		a, b := startNode(t, dbURL, HubOptions{Limits: limits}), startNode(t, dbURL, HubOptions{Limits: limits})
+		user := uuid.NewString()
+		onA, onA2, onB := dial(t, a, user), dial(t, a, user), dial(t, b, user)
+		for _, c := range []*wsClient{onA, onA2, onB, onB} {
+			c.send(t, Frame{Event: "room.join", Room: "r"})
+			c.expect(t, EventRoomJoined)
+		}
+		// A's two sockets share A's budget; B's is B's own (documented).
+		for _, c := range []*wsClient{onA, onA2, onB} {
+			c.send(t, Frame{Event: "room.join", Room: "r"})
+			rateLimited(t, c.next(t))
+		}
+	})
+
 	t.Run("per user: bytes", func(t *testing.T) {
 		t.Parallel()
 		// 1000 bytes/s: a burst of 4000 bytes.
