@@ -91,4 +91,27 @@ func TestCloseFramesArrive(t *testing.T) {
 			t.Fatalf("read ended with %v (last write: %v), want close 3008", err, werr)
 		}
 	})
+
+	t.Run("shutdown does not wait out a lingering close", func(t *testing.T) {
+		t.Parallel()
+		// A client that never answers the close: without a hard close of
+		// the stragglers, shutdown would linger for WriteWait (an hour).
+		n := startNode(t, dbURL, HubOptions{WriteWait: time.Hour})
+		user := uuid.NewString()
+		conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		testwait.For(t, 10*time.Second, "connection registered", func() bool { return n.hub.hasUser(user) })
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		done := make(chan struct{})
+		go func() { n.hub.Shutdown(ctx); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Shutdown still waiting 30 s after its deadline")
+		}
+	})
 }

@@ -452,7 +452,7 @@ func (h *Hub) Shutdown(ctx context.Context) {
 		h.mu.RLock()
 		for c := range h.all {
 			if s := c.session(); s != nil {
-				_ = s.WebsocketConnection().Close()
+				hardClose(s.WebsocketConnection().UnderlyingConn())
 			}
 		}
 		h.mu.RUnlock()

@@ -38,7 +38,7 @@ const CloseRateLimited = 4029
 // ErrTooManyConnections: the user holds MaxConnsPerUser sockets here.
 var ErrTooManyConnections = errors.New("too many WebSocket connections for this user; close one first")
 
-func (l FrameLimits) withDefaults(maxFrame int64) FrameLimits {
+func (l FrameLimits) withDefaults() FrameLimits {
 	l.ConnRate = cmp.Or(l.ConnRate, 20)
 	l.ConnBurst = cmp.Or(l.ConnBurst, 40)
 	l.UserRate = cmp.Or(l.UserRate, 40)
@@ -112,7 +112,7 @@ type limiter struct {
 }
 
 func newLimiter(opts FrameLimits, maxFrame int64, reg prometheus.Registerer) *limiter {
-	opts = opts.withDefaults(maxFrame)
+	opts = opts.withDefaults()
 	return &limiter{
 		opts: opts, byteBurst: max(4*float64(opts.UserBytes), float64(maxFrame)),
 		metrics: newLimitMetrics(reg), users: map[string]*userLimit{},

@@ -76,3 +76,12 @@ func (h *Hub) lingering(w http.ResponseWriter, c *client) http.ResponseWriter {
 		return &lingerConn{Conn: conn, linger: h.opts.WriteWait, onClose: func() { c.closing.Store(true) }}
 	}}
 }
+
+// hardClose closes conn at once, without lingering: for stragglers when
+// the time to shut down is up.
+func hardClose(conn net.Conn) {
+	if lc, ok := conn.(*lingerConn); ok {
+		lc.closes.Add(1)
+	}
+	_ = conn.Close()
+}
