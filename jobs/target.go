@@ -25,6 +25,10 @@ var blockedRanges = []struct {
 	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
 	{netip.MustParsePrefix("::/128"), "an unspecified address"},
 	{netip.MustParsePrefix("::1/128"), "a loopback address"},
 	{netip.MustParsePrefix("fc00::/7"), "a private (unique local) address"},
@@ -38,6 +42,7 @@ var alwaysBlocked = []struct {
 	what   string
 }{
 	{netip.MustParsePrefix("169.254.169.254/32"), "a cloud metadata address"},
+	{netip.MustParsePrefix("100.100.100.200/32"), "a cloud metadata address"}, // Alibaba Cloud
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "a cloud metadata address"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
@@ -53,8 +58,8 @@ var ErrBlockedTarget = errors.New("webhook target refused")
 // IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
 // The zone is dropped first (netip's Contains is false for any zoned
 // address, and the kernel ignores the zone of a non-link-local one), and an
-// IPv4 address embedded by NAT64, 6to4 or the IPv4-compatible form is judged
-// as itself as well.
+// IPv4 address embedded by NAT64, SIIT, 6to4 or the IPv4-compatible form is
+// judged as itself as well.
 func CheckTargetIP(ip netip.Addr, allowPrivate bool) error {
 	ip = ip.WithZone("").Unmap()
 	if v4, ok := embeddedIPv4(ip); ok {
@@ -78,16 +83,17 @@ func CheckTargetIP(ip netip.Addr, allowPrivate bool) error {
 	return nil
 }
 
-// embeddedIPv4 returns the IPv4 address inside a NAT64 (64:ff9b::/96),
-// 6to4 (2002::/16) or IPv4-compatible (::/96) address: through a translator
-// those reach the IPv4 address, private ones included.
+// embeddedIPv4 returns the IPv4 address inside a NAT64 (64:ff9b::/96), SIIT
+// IPv4-translated (::ffff:0:0/96), 6to4 (2002::/16) or IPv4-compatible
+// (::/96) address: through a translator those reach the IPv4 address,
+// private ones included.
 func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
 	if !ip.Is6() {
 		return netip.Addr{}, false
 	}
 	b := ip.As16()
 	switch {
-	case nat64.Contains(ip), ipv4Compatible.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
+	case nat64.Contains(ip), siit.Contains(ip), ipv4Compatible.Contains(ip) && ip != netip.IPv6Unspecified() && ip != netip.IPv6Loopback():
 		return netip.AddrFrom4([4]byte(b[12:16])), true
 	case sixToFour.Contains(ip):
 		return netip.AddrFrom4([4]byte(b[2:6])), true
@@ -97,6 +103,7 @@ func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
 
 var (
 	nat64          = netip.MustParsePrefix("64:ff9b::/96")
+	siit           = netip.MustParsePrefix("::ffff:0:0:0/96")
 	sixToFour      = netip.MustParsePrefix("2002::/16")
 	ipv4Compatible = netip.MustParsePrefix("::/96")
 )

@@ -10,6 +10,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/switchboard/switchboard/infra/names"
 )
 
 // Action types.
@@ -41,9 +43,9 @@ type Action struct {
 	Headers map[string]string `json:"headers,omitempty" doc:"webhook: extra request headers"`
 	Body    json.RawMessage   `json:"body,omitempty" doc:"webhook: JSON body to send; default: the run's id, task id and tick"`
 	// publish
-	Event   string          `json:"event,omitempty" doc:"publish: event name" maxLength:"100"`
+	Event   string          `json:"event,omitempty" doc:"publish: event name (1-64 bytes: letters, digits, . _ : -; task., rpc., server. and room. are reserved)" maxLength:"64"`
 	Payload json.RawMessage `json:"payload,omitempty" doc:"publish: event payload"`
-	Room    string          `json:"room,omitempty" doc:"publish: room to publish to; default the task's owner" maxLength:"200"`
+	Room    string          `json:"room,omitempty" doc:"publish: room to publish to (1-128 bytes, no control characters, no white space at either end); default the task's owner" maxLength:"128"`
 }
 
 // Task is a user's scheduled job, as the API shows it.
@@ -119,11 +121,12 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	return t.Action.normalize(allowPrivate)
 }
 
-// reservedEvents are event-name prefixes the service itself uses.
-var reservedEvents = []string{"task.", "rpc.", "server.", "room."}
-
-// forbiddenHeaders are set by the webhook client and cannot be overridden.
-var forbiddenHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection"}
+// forbiddenHeaders are hop-by-hop headers, or set by the webhook client,
+// and cannot be given by a task.
+var forbiddenHeaders = []string{
+	"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Trailers",
+	"Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection", "Expect", "User-Agent",
+}
 
 func (a *Action) normalize(allowPrivate bool) error {
 	switch a.Type {
@@ -153,13 +156,8 @@ func (a *Action) normalizeWebhook(allowPrivate bool) error {
 	default:
 		return invalid("action.method", "action.method must be GET, POST, PUT, PATCH or DELETE, got %q", a.Method)
 	}
-	if len(a.Headers) > 50 {
-		return invalid("action.headers", "action.headers has more than 50 entries")
-	}
-	for k, v := range a.Headers {
-		if err := checkHeader(k, v); err != nil {
-			return err
-		}
+	if err := checkHeaders(a.Headers); err != nil {
+		return err
 	}
 	a.Body = nullToNil(a.Body)
 	if len(a.Body) > maxJSON {
@@ -168,42 +166,88 @@ func (a *Action) normalizeWebhook(allowPrivate bool) error {
 	return nil
 }
 
+func checkHeaders(h map[string]string) error {
+	if len(h) > 50 {
+		return invalid("action.headers", "action.headers has more than 50 entries")
+	}
+	seen := make(map[string]string, len(h))
+	for k, v := range h {
+		if err := checkHeader(k, v); err != nil {
+			return err
+		}
+		canon := textproto.CanonicalMIMEHeaderKey(k)
+		if other, dup := seen[canon]; dup {
+			return invalid("action.headers", "action.headers: %q and %q name the same header", other, k)
+		}
+		seen[canon] = k
+	}
+	return nil
+}
+
+// checkHeader accepts what net/http can send as it was given: a name made of
+// RFC 9110 token characters, a value without control characters other than
+// tab, and nothing the client sets itself or that concerns only one hop.
 func checkHeader(k, v string) error {
 	canon := textproto.CanonicalMIMEHeaderKey(k)
 	switch {
-	case k == "" || strings.ContainsAny(k, " \t\r\n:()<>@,;\\\"/[]?={}"):
-		return invalid("action.headers", "action.headers: %q is not a valid header name", k)
-	case strings.ContainsAny(v, "\r\n\x00"):
-		return invalid("action.headers", "action.headers[%s]: values cannot contain line breaks", k)
+	case !validHeaderName(k):
+		return invalid("action.headers", "action.headers: %q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~ only)", k)
+	case len(k)+len(v) > 8<<10:
+		return invalid("action.headers", "action.headers[%s]: name and value must be at most 8 KiB", k)
+	case !validHeaderValue(v):
+		return invalid("action.headers", "action.headers[%s]: values cannot contain control characters or line breaks", k)
 	case strings.HasPrefix(strings.ToLower(k), "webhook-"):
 		return invalid("action.headers", "action.headers[%s]: webhook-* headers are set by the signer", k)
 	}
 	for _, f := range forbiddenHeaders {
 		if canon == f {
-			return invalid("action.headers", "action.headers[%s]: this header is set by the HTTP client", k)
+			return invalid("action.headers", "action.headers[%s]: this header is set by the HTTP client or concerns only one hop", k)
 		}
 	}
 	return nil
+}
+
+// validHeaderName is httpguts.ValidHeaderFieldName: a non-empty token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue is httpguts.ValidHeaderFieldValue: no control
+// characters but tab, no DEL; bytes from 0x80 (obs-text) pass.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Action) normalizePublish() error {
 	if a.URL != "" || a.Method != "" || len(a.Headers) > 0 || len(nullToNil(a.Body)) > 0 {
 		return invalid("action", "a publish action takes event, payload and room; url, method, headers and body belong to webhook")
 	}
-	a.Event = strings.TrimSpace(a.Event)
-	if a.Event == "" || len(a.Event) > 100 {
-		return invalid("action.event", "action.event must be 1 to 100 characters")
-	}
-	for _, p := range reservedEvents {
-		if strings.HasPrefix(a.Event, p) {
-			return invalid("action.event", "action.event %q: names starting %s are reserved", a.Event, strings.Join(reservedEvents, ", "))
-		}
+	if err := names.ClientEvent(a.Event); err != nil {
+		return invalid("action.event", "action.event: %v", err)
 	}
 	a.Payload = nullToNil(a.Payload)
 	if len(a.Payload) > maxJSON {
 		return invalid("action.payload", "action.payload must be at most 64 KiB of JSON")
 	}
-	a.Room = strings.TrimSpace(a.Room)
+	if a.Room != "" {
+		if err := names.Room(a.Room); err != nil {
+			return invalid("action.room", "action.room: %v", err)
+		}
+	}
 	return nil
 }
 

@@ -47,6 +47,20 @@ func TestTaskNormalize(t *testing.T) {
 		{"webhook with event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Event: "x"}}, "action"},
 		{"publish without event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish}}, "action.event"},
 		{"reserved event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "task.run.succeeded"}}, "action.event"},
+		{"header name with é", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Xé": "1"}}}, "action.headers"},
+		{"header value with a control byte", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x01"}}}, "action.headers"},
+		{"header value with DEL", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x7f"}}}, "action.headers"},
+		{"webhook-signature header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "v1,x"}}}, "action.headers"},
+		{"host header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "evil"}}}, "action.headers"},
+		{"hop-by-hop header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Keep-Alive": "1"}}}, "action.headers"},
+		{"user-agent header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"User-Agent": "x"}}}, "action.headers"},
+		{"one header twice", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1", "x-a": "2"}}}, "action.headers"},
+		{"good headers", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Authorization": "Bearer x", "X-Tab": "a\tb", "X-Latin": "caf\xe9"}}}, ""},
+		{"blank room", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: " "}}, "action.room"},
+		{"room of 150 bytes", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: strings.Repeat("r", 150)}}, "action.room"},
+		{"room with a control byte", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: "a\x01b"}}, "action.room"},
+		{"event with a space", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "daily report"}}, "action.event"},
+		{"event of 80 bytes", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: strings.Repeat("e", 80)}}, "action.event"},
 		{"publish with url", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "x", URL: "https://example.com"}}, "action"},
 		{"huge body", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Body: json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`)}}, "action.body"},
 	} {
@@ -117,6 +131,15 @@ func TestCheckTargetIP(t *testing.T) {
 		{"2002:7f00:1::1", true, false},      // 6to4 of 127.0.0.1
 		{"2002:a9fe:a9fe::1", true, true},    // 6to4 of 169.254.169.254
 		{"::a00:1", true, false},             // IPv4-compatible 10.0.0.1
+		{"192.0.2.10", true, false},          // documentation (TEST-NET-1)
+		{"198.51.100.7", true, false},        // documentation (TEST-NET-2)
+		{"203.0.113.200", true, false},       // documentation (TEST-NET-3)
+		{"2001:db8::1", true, false},         // documentation
+		{"100.100.100.200", true, true},      // Alibaba Cloud metadata
+		{"::ffff:0:a00:1", true, false},      // SIIT of 10.0.0.1
+		{"::ffff:0:7f00:1", true, false},     // SIIT of 127.0.0.1
+		{"::ffff:0:a9fe:a9fe", true, true},   // SIIT of 169.254.169.254
+		{"::ffff:0:5db8:d822", false, false}, // SIIT of 93.184.216.34
 	} {
 		ip := netip.MustParseAddr(tc.ip)
 		if err := CheckTargetIP(ip, false); (err != nil) != tc.blocked || (err != nil && !errors.Is(err, ErrBlockedTarget)) {

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/olahol/melody"
+
+	"github.com/switchboard/switchboard/infra/names"
 )
 
 // Client frame events.
@@ -23,22 +24,6 @@ const (
 	eventTyping      = "typing"
 	eventRPCResult   = "rpc.result"
 )
-
-// MaxRoomBytes is the longest room name.
-const MaxRoomBytes = 128
-
-// ValidateRoom checks a room name: 1–128 bytes, no control characters.
-func ValidateRoom(room string) error {
-	switch {
-	case room == "":
-		return errors.New(`"room" is required`)
-	case len(room) > MaxRoomBytes:
-		return fmt.Errorf("room name is %d bytes; the limit is %d", len(room), MaxRoomBytes)
-	case slices.ContainsFunc([]rune(room), unicode.IsControl):
-		return errors.New("room name contains control characters")
-	}
-	return nil
-}
 
 // NormalizeUserID returns the canonical form of a user id, or an error.
 func NormalizeUserID(id string) (string, error) {
@@ -57,10 +42,11 @@ type callRecord struct {
 }
 
 // onFrame handles one text frame from a client. A bad frame is answered
-// with an error event; it never closes the connection.
+// with an error event and never closes the connection; frames over the
+// rate limits can (admitFrame).
 func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	c := clientOf(s)
-	if c == nil || c.closing.Load() {
+	if c == nil || c.closing.Load() || !h.admitFrame(c, len(msg)) {
 		return
 	}
 	if int64(len(msg)) > h.opts.MaxFrameBytes {
@@ -145,7 +131,7 @@ func (h *Hub) publish(ev Event) error {
 }
 
 func (h *Hub) join(c *client, room string) error {
-	if err := ValidateRoom(room); err != nil {
+	if err := names.Room(room); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -166,7 +152,7 @@ func (h *Hub) join(c *client, room string) error {
 }
 
 func (h *Hub) leave(c *client, room string) error {
-	if err := ValidateRoom(room); err != nil {
+	if err := names.Room(room); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -189,7 +175,7 @@ func roomList(c *client) []string {
 }
 
 func (h *Hub) requireMember(c *client, room string) error {
-	if err := ValidateRoom(room); err != nil {
+	if err := names.Room(room); err != nil {
 		return err
 	}
 	h.mu.RLock()

@@ -40,6 +40,8 @@ type HubOptions struct {
 	// PingPeriod between server pings; a client silent for PingPeriod×10/9
 	// is dropped. Default 54 s.
 	PingPeriod time.Duration
+	// Limits on the frames clients send and on sockets per user (limits.go).
+	Limits FrameLimits
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
@@ -53,6 +55,7 @@ type Hub struct {
 	bus     *Bus
 	logger  *slog.Logger
 	metrics hubMetrics
+	limits  *limiter
 
 	mu     sync.RWMutex
 	all    map[*client]struct{}
@@ -75,6 +78,7 @@ type client struct {
 	user    string
 	rooms   map[string]struct{}
 	closing atomic.Bool
+	limit   *connLimit
 
 	mu       sync.Mutex
 	s        *melody.Session
@@ -116,6 +120,7 @@ func NewHub(opts HubOptions) *Hub {
 	}
 	h.m = h.newMelody()
 	h.metrics = newHubMetrics(opts.Registry, h)
+	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, opts.Registry)
 	return h
 }
 
@@ -135,8 +140,10 @@ func (h *Hub) newMelody() *melody.Melody {
 	m.HandleConnect(h.onConnect)
 	m.HandleDisconnect(h.onDisconnect)
 	m.HandleMessage(h.onFrame)
-	m.HandleMessageBinary(func(s *melody.Session, _ []byte) {
-		h.sendError(clientOf(s), "", "binary frames are not supported; send JSON text frames")
+	m.HandleMessageBinary(func(s *melody.Session, msg []byte) {
+		if c := clientOf(s); c != nil && !c.closing.Load() && h.admitFrame(c, len(msg)) {
+			h.sendError(c, "", "binary frames are not supported; send JSON text frames")
+		}
 	})
 	m.HandleError(h.onError)
 	return m
@@ -166,10 +173,15 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 	h.conns.Add(1)
 	h.mu.Unlock()
 	defer h.conns.Done()
-	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}}
+	limit, err := h.limits.acquire(userID)
+	if err != nil {
+		return err
+	}
+	defer h.limits.release(userID)
+	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, limit: limit}
 	h.add(c)
 	defer h.remove(c) // also when the upgrade fails
-	return h.m.HandleRequestWithKeys(w, r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
+	return h.m.HandleRequestWithKeys(h.lingering(w, c), r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
 }
 
 func (h *Hub) add(c *client) {
@@ -440,7 +452,7 @@ func (h *Hub) Shutdown(ctx context.Context) {
 		h.mu.RLock()
 		for c := range h.all {
 			if s := c.session(); s != nil {
-				_ = s.WebsocketConnection().Close()
+				hardClose(s.WebsocketConnection().UnderlyingConn())
 			}
 		}
 		h.mu.RUnlock()

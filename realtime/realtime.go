@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 )
 
@@ -57,19 +56,6 @@ const (
 	// CloseGoingAway: the node shuts down; reconnect elsewhere.
 	CloseGoingAway = 1001
 )
-
-// ReservedPrefixes are event-name prefixes the server alone publishes.
-var ReservedPrefixes = []string{"task.", "rpc.", "server.", "room."}
-
-// IsReserved reports whether an event name belongs to the server.
-func IsReserved(name string) bool {
-	for _, p := range ReservedPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // Errors callers map to answers.
 var (

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/switchboard/switchboard/infra/cluster"
+	"github.com/switchboard/switchboard/infra/names"
 )
 
 // clusterOperator is the cluster as the operator routes use it: every node
@@ -47,7 +48,7 @@ type drainOutput struct {
 }
 
 type presenceInput struct {
-	Room string `query:"room" required:"true" minLength:"1" maxLength:"200" doc:"room name"`
+	Room string `query:"room" required:"true" minLength:"1" maxLength:"128" doc:"room name"`
 }
 
 type presenceOutput struct {
@@ -130,6 +131,10 @@ func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, 
 }
 
 func (s *Server) presence(ctx context.Context, in *presenceInput) (*presenceOutput, error) {
+	// Everything that can be refused without the other nodes is, first.
+	if err := names.Room(in.Room); err != nil {
+		return nil, huma.Error422UnprocessableEntity(err.Error())
+	}
 	p, err := s.opts.Presence.Presence(ctx, in.Room)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")

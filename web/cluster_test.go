@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -225,5 +227,34 @@ func TestClusterRoutesInOpenAPI(t *testing.T) {
 		if strings.HasPrefix(p, cluster.InternalPrefix) {
 			t.Errorf("internal route %s is in the public document", p)
 		}
+	}
+}
+
+func TestPresenceChecksBeforeAskingOtherNodes(t *testing.T) {
+	t.Parallel()
+	b := setupCluster(t)
+	var mu sync.Mutex
+	asked := 0
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		http.Error(w, "not a node", http.StatusTeapot)
+	}))
+	t.Cleanup(other.Close)
+	b.registerNode(t, other.Listener.Addr().String())
+	askedSoFar := func() int { mu.Lock(); defer mu.Unlock(); return asked }
+	member, memberID := b.register(t, "member@example.com")
+	b.sockets.lobby[memberID] = 1
+
+	for _, room := range []string{" ", "a\x01b", strings.Repeat("r", 150), " lobby"} {
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/presence?"+url.Values{"room": {room}}.Encode(), nil, member), http.StatusUnprocessableEntity)
+	}
+	if n := askedSoFar(); n != 0 {
+		t.Fatalf("invalid rooms asked other nodes %d times", n)
+	}
+	res := b.do(t, http.MethodGet, "/v1/presence?room=lobby", nil, member)
+	if res.status != http.StatusOK || res.body["degraded"] != true || askedSoFar() == 0 {
+		t.Fatalf("member: %d %s, other node asked %d times", res.status, res.raw, askedSoFar())
 	}
 }

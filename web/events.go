@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/switchboard/switchboard/infra/names"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -23,8 +23,8 @@ const maxEventBytes = 64 << 10
 type eventInput struct {
 	Body struct {
 		To      string          `json:"to,omitempty" format:"uuid" doc:"user id: every connection of that user; exactly one of to and room"`
-		Room    string          `json:"room,omitempty" minLength:"1" maxLength:"128" doc:"room: every member on every node; exactly one of to and room"`
-		Event   string          `json:"event" minLength:"1" maxLength:"64" pattern:"^[A-Za-z0-9][A-Za-z0-9._:-]*$" doc:"event name; names starting task., rpc., server. and room. are reserved"`
+		Room    string          `json:"room,omitempty" minLength:"1" maxLength:"128" doc:"room: every member on every node; exactly one of to and room. 1-128 bytes, no control characters, no white space at either end"`
+		Event   string          `json:"event" minLength:"1" maxLength:"64" pattern:"^[A-Za-z0-9][A-Za-z0-9._:-]*$" doc:"event name: letters, digits and . _ : -; names starting task., rpc., server. and room. are reserved"`
 		Payload json.RawMessage `json:"payload,omitempty" doc:"any JSON value"`
 	}
 }
@@ -48,8 +48,8 @@ func registerEvents(api huma.API, s *Server) {
 
 func (s *Server) publishEvent(ctx context.Context, in *eventInput) (*eventOutput, error) {
 	b := in.Body
-	if realtime.IsReserved(b.Event) {
-		return nil, huma.Error422UnprocessableEntity("event names starting " + strings.Join(realtime.ReservedPrefixes, ", ") + " are reserved for the server")
+	if err := names.ClientEvent(b.Event); err != nil {
+		return nil, huma.Error422UnprocessableEntity(err.Error())
 	}
 	if (b.To == "") == (b.Room == "") {
 		return nil, huma.Error422UnprocessableEntity(`give exactly one of "to" (a user id) and "room"`)
@@ -61,7 +61,7 @@ func (s *Server) publishEvent(ctx context.Context, in *eventInput) (*eventOutput
 			return nil, huma.Error422UnprocessableEntity(err.Error())
 		}
 		ev.To = to
-	} else if err := realtime.ValidateRoom(b.Room); err != nil {
+	} else if err := names.Room(b.Room); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error())
 	}
 	if err := s.opts.Events.Publish(ctx, ev); err != nil {

@@ -49,6 +49,7 @@ func registerRealtime(api huma.API, s *Server) {
 		Summary: "Open a WebSocket",
 		Description: "Upgrades to a WebSocket with a ticket from `POST /v1/ws/ticket`. Frames, both directions: " +
 			"`{\"event\",\"room\"?,\"to\"?,\"from\"?,\"id\"?,\"payload\"?,\"ts\"?}`; see docs/api.md \"Realtime\". " +
+			"Client frames are rate limited per connection and per user (an `error` event with code `rate_limited`, then close 4029). " +
 			"A client that does not read fast enough is closed with code 3008.",
 		Tags: []string{"Realtime"},
 		Parameters: []*huma.Param{{
@@ -58,6 +59,7 @@ func registerRealtime(api huma.API, s *Server) {
 		Responses: map[string]*huma.Response{
 			"101": {Description: "Switching Protocols: the socket is open"},
 			"401": {Description: "Missing, unknown, expired or used ticket"},
+			"429": {Description: "The user already holds SWITCHBOARD_WS_MAX_CONNS_PER_USER sockets on this node"},
 			"403": {Description: "Origin not allowed (SWITCHBOARD_ALLOWED_ORIGINS)"},
 			"503": {Description: "The node is draining; connect to another"},
 		},
@@ -108,7 +110,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.opts.Sockets.Serve(w, r, userID); err != nil {
 		// A failed upgrade has been answered by the upgrader already.
-		if errors.Is(err, realtime.ErrDraining) {
+		if errors.Is(err, realtime.ErrDraining) || errors.Is(err, realtime.ErrTooManyConnections) {
 			s.refuseSocket(w, r, err)
 			return
 		}
@@ -121,6 +123,8 @@ func (s *Server) refuseSocket(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, realtime.ErrDraining):
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, realtime.ErrTooManyConnections):
+		writeProblem(w, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, realtime.ErrOrigin):
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("origin %q may not open WebSockets here; the operator lists allowed origins in SWITCHBOARD_ALLOWED_ORIGINS", r.Header.Get("Origin")))
 	default:

@@ -139,6 +139,18 @@ func TestWebSocketTickets(t *testing.T) {
 		}
 		requireRawProblem(t, res, http.StatusUnauthorized)
 	})
+	t.Run("more sockets than a user may hold: 429", func(t *testing.T) {
+		t.Parallel()
+		many, _ := b.register(t, "ws-many@example.com")
+		for range 20 { // the default SWITCHBOARD_WS_MAX_CONNS_PER_USER
+			b.connect(t, many)
+		}
+		_, res, err := websocket.DefaultDialer.Dial(b.wsURL(b.ticket(t, many)), nil)
+		if err == nil {
+			t.Fatal("a 21st socket upgraded")
+		}
+		requireRawProblem(t, res, http.StatusTooManyRequests)
+	})
 	t.Run("refusals before the ticket is spent", func(t *testing.T) {
 		t.Parallel()
 		ticket := b.ticket(t, token)
@@ -209,6 +221,8 @@ func TestPublishEvent(t *testing.T) {
 			{"no event", map[string]any{"to": me}},
 			{"bad event name", map[string]any{"to": me, "event": "has space"}},
 			{"control character in room", map[string]any{"room": "a\nb", "event": "x"}},
+			{"blank room", map[string]any{"room": " ", "event": "x"}},
+			{"room with white space around it", map[string]any{"room": " ops ", "event": "x"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

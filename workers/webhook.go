@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,7 +83,37 @@ func (c *WebhookClient) checkRedirect(req *http.Request, via []*http.Request) er
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return fmt.Errorf("%w: redirect to a %s URL", jobs.ErrBlockedTarget, req.URL.Scheme)
 	}
+	// A task's headers (often credentials) are for the host it names; the
+	// client only drops Authorization and cookies, and only across domains.
+	if !sameOrigin(req.URL, via[0].URL) {
+		for k := range req.Header {
+			if !ownHeaders[http.CanonicalHeaderKey(k)] {
+				req.Header.Del(k)
+			}
+		}
+	}
 	return nil
+}
+
+// ownHeaders are the headers Send sets itself; they follow a redirect to
+// another host (the signature covers only id, timestamp and body).
+var ownHeaders = map[string]bool{
+	"Content-Type": true, "User-Agent": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
+}
+
+// sameOrigin compares scheme, host and effective port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && effectivePort(a) == effectivePort(b)
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // dial resolves the host, refuses blocked addresses, and connects to the

@@ -224,3 +224,45 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestRedirectDropsCustomHeadersOnAnotherHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	other := newHookServer(t, func(int, http.ResponseWriter, *http.Request) {})
+	first := newHookServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+		}
+	})
+	client := NewWebhookClient(WebhookOptions{AllowPrivate: true})
+	send := func(url string) {
+		t.Helper()
+		_, err := client.Send(ctx, WebhookRequest{
+			URL: url, Method: http.MethodPost, Body: []byte(`{}`), MsgID: "m", Secret: jobs.NewSigningSecret(),
+			Headers: map[string]string{"X-Api-Key": "secret-key", "Authorization": "Bearer t"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Same host and port: the task's headers go along.
+	send(first.URL + "/?to=" + first.URL + "/next")
+	hits := first.requests()
+	if len(hits) != 2 || hits[1].header.Get("X-Api-Key") != "secret-key" {
+		t.Fatalf("same-host redirect: %d requests, second headers %v", len(hits), hits[len(hits)-1].header)
+	}
+	// Another port of the same address is another host: they do not.
+	send(first.URL + "/?to=" + other.URL + "/hook")
+	hits = other.requests()
+	if len(hits) != 1 {
+		t.Fatalf("the other server got %d requests", len(hits))
+	}
+	h := hits[0].header
+	if h.Get("X-Api-Key") != "" || h.Get("Authorization") != "" {
+		t.Fatalf("custom headers crossed to another host: %v", h)
+	}
+	if h.Get("webhook-signature") == "" || h.Get("webhook-id") != "m" || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("the signature headers must still be sent: %v", h)
+	}
+}

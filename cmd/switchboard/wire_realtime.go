@@ -18,7 +18,7 @@ import (
 // that cleans up after them.
 func (a *app) buildRealtime() {
 	if a.cfg.HasRole(config.RoleWeb) {
-		a.hub = realtime.NewHub(realtime.HubOptions{Logger: a.logger, Registry: a.registry, AllowedOrigins: a.cfg.AllowedOrigins})
+		a.hub = realtime.NewHub(realtime.HubOptions{Logger: a.logger, Registry: a.registry, AllowedOrigins: a.cfg.AllowedOrigins, Limits: frameLimits(a.cfg.WSLimits)})
 	}
 	a.bus = realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: a.hub, Logger: a.logger, Registry: a.registry})
 	a.maintenance = append(a.maintenance, realtimeMaintenance(a.pool)...)
@@ -75,5 +75,12 @@ func (a *app) drainRealtime(ctx context.Context) {
 func (a *app) stopRealtime() {
 	if a.bus != nil {
 		a.bus.Stop()
+	}
+}
+
+func frameLimits(l config.WSLimits) realtime.FrameLimits {
+	return realtime.FrameLimits{
+		ConnRate: l.ConnFrameRate, ConnBurst: l.ConnFrameBurst, UserRate: l.UserFrameRate, UserBurst: l.UserFrameBurst,
+		UserBytes: l.UserByteRate, Strikes: l.Strikes, MaxConnsPerUser: l.MaxConnsPerUser,
 	}
 }

@@ -48,6 +48,21 @@ type Config struct {
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may open WebSockets from, or *; default: the request's own host"`
+	WSLimits
+}
+
+// WSLimits bound what clients send over WebSockets. Frame limits are token
+// buckets per connection and per user on one replica; a refused frame is
+// answered with an error event, and a connection that keeps sending
+// refused frames is closed with 4029.
+type WSLimits struct {
+	ConnFrameRate   float64 `envconfig:"SWITCHBOARD_WS_CONN_RATE" default:"20" desc:"frames per second one WebSocket may send"`
+	ConnFrameBurst  int     `envconfig:"SWITCHBOARD_WS_CONN_BURST" default:"40" desc:"burst of frames one WebSocket may send"`
+	UserFrameRate   float64 `envconfig:"SWITCHBOARD_WS_USER_RATE" default:"40" desc:"frames per second from all of one user's WebSockets on one replica"`
+	UserFrameBurst  int     `envconfig:"SWITCHBOARD_WS_USER_BURST" default:"80" desc:"burst of frames from all of one user's WebSockets on one replica"`
+	UserByteRate    int     `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
+	Strikes         int     `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
+	MaxConnsPerUser int     `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
 }
 
 // Load reads the environment into a Config and validates it for serve.
@@ -194,6 +209,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("SWITCHBOARD_ALLOWED_ORIGINS: %v", err))
 		}
 	}
+	errs = append(errs, c.WSLimits.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
 	}
@@ -215,6 +231,22 @@ func (c *Config) ValidateDatabase() error {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+func (w WSLimits) validate() []error {
+	var errs []error
+	for name, v := range map[string]float64{
+		"SWITCHBOARD_WS_CONN_RATE": w.ConnFrameRate, "SWITCHBOARD_WS_USER_RATE": w.UserFrameRate,
+		"SWITCHBOARD_WS_CONN_BURST": float64(w.ConnFrameBurst), "SWITCHBOARD_WS_USER_BURST": float64(w.UserFrameBurst),
+		"SWITCHBOARD_WS_USER_BYTES_RATE": float64(w.UserByteRate), "SWITCHBOARD_WS_LIMIT_STRIKES": float64(w.Strikes),
+		"SWITCHBOARD_WS_MAX_CONNS_PER_USER": float64(w.MaxConnsPerUser),
+	} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
 }
 
 func validateDatabaseURL(s string) error {

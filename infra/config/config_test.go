@@ -46,6 +46,8 @@ func TestValidate(t *testing.T) {
 		}, ""},
 		{"allowed origins", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:3000/", "*"} }, ""},
 		{"origin with a path", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com/ws"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
+		{"negative ws rate", func(c *Config) { c.ConnFrameRate = -1 }, "SWITCHBOARD_WS_CONN_RATE"},
+		{"negative ws conns", func(c *Config) { c.MaxConnsPerUser = -1 }, "SWITCHBOARD_WS_MAX_CONNS_PER_USER"},
 		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,6 +129,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20}) {
+		t.Fatalf("websocket limits: %+v", c.WSLimits)
 	}
 }
 
