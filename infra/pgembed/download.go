@@ -28,7 +28,7 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 	if port == 0 {
 		var err error
 		if port, err = freePort(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("embedded postgres port: %w", err)
 		}
 	}
 	cfg := embeddedpostgres.DefaultConfig().
@@ -54,7 +54,7 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 	}
 	if err := ensureDatabase(ctx, s.adminURL(), opts.Database); err != nil {
 		_ = pg.Stop()
-		return nil, err
+		return nil, fmt.Errorf("embedded postgres database: %w", err)
 	}
 	return s, nil
 }
