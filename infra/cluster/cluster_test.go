@@ -16,9 +16,10 @@ import (
 	"github.com/switchboard/switchboard/infra/startstop"
 	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
 	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // fakeSockets stands in for the realtime hub of one node.
 type fakeSockets struct {
