@@ -153,8 +153,9 @@ func NewBus(opts BusOptions) *Bus {
 func (b *Bus) NodeID() string { return b.opts.NodeID }
 
 // Start runs the publisher and, when the bus has a hub, the LISTEN
-// connection; it returns once LISTEN is established (or ctx ends). A
-// second Start is refused (startstop.ErrStarted).
+// connection; it returns once LISTEN is established, or fails (and stops
+// again) when ctx ends first. A second Start is refused
+// (startstop.ErrStarted).
 func (b *Bus) Start(ctx context.Context) error {
 	runCtx, err := b.base.Begin(ctx)
 	if err != nil {
@@ -172,6 +173,7 @@ func (b *Bus) Start(ctx context.Context) error {
 	case <-runCtx.Done():
 		return nil // a Stop came first: started, and stopped already
 	case <-ctx.Done():
+		b.Stop() // a failed Start leaves nothing running
 		return fmt.Errorf("start bus: LISTEN not established: %w", ctx.Err())
 	}
 }
