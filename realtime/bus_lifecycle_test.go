@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/url"
@@ -193,5 +194,32 @@ func (p *freezingProxy) pipe(dst io.WriteCloser, src io.Reader, done chan struct
 		if _, err := dst.Write(buf[:n]); err != nil {
 			return
 		}
+	}
+}
+
+// TestBusFailedStartLeavesNothingRunning: a Start whose LISTEN connection
+// is not up before ctx ends stops the publisher and the listener again.
+func TestBusFailedStartLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
+	pool, err := db.Connect(context.Background(), dbtest.NewDatabaseURL(t), db.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	nowhere := pool.Config().ConnConfig.Copy()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere.Host, nowhere.Port = "127.0.0.1", uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // nothing listens there any more: every LISTEN attempt fails
+	bus := NewBus(BusOptions{Pool: pool, Hub: NewHub(HubOptions{}), ListenConfig: nowhere})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := bus.Start(ctx); err == nil {
+		t.Fatal("Start succeeded without a LISTEN connection")
+	}
+	if err := bus.PublishUser(context.Background(), uuid.NewString(), "x", nil); !errors.Is(err, ErrStopped) {
+		t.Fatalf("publish after a failed Start = %v, want ErrStopped: the bus still runs", err)
 	}
 }
