@@ -137,7 +137,7 @@ func (a *app) build() error {
 // backwards: drain first (readiness fails, no new ticks, jobs or sockets),
 // then the claim loop, River (running jobs finish while requests are still
 // served, so heartbeats go on and nobody takes them for dead), the
-// sockets, HTTP, the bus (what it still holds is sent), the River UI,
+// sockets, HTTP, the River UI, the bus (what it still holds is sent),
 // cluster membership, the listener.
 func (a *app) serviceList() []service {
 	list := []service{
