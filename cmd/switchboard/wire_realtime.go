@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/realtime"
@@ -16,7 +17,8 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 	if a.cfg.HasRole(config.RoleWeb) {
 		hub = realtime.NewHub(realtime.HubOptions{Logger: a.logger, Registry: a.registry, AllowedOrigins: a.cfg.AllowedOrigins})
 	}
-	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Logger: a.logger, Registry: a.registry})
+	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Logger: a.logger, Registry: a.registry,
+		StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
 	if hub != nil {
 		hub.PublishThrough(bus)
 	}
