@@ -3,7 +3,6 @@ package jobs
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/startstop"
 )
 
 // ClaimerOptions configure a claim loop; zero values mean defaults.
@@ -46,10 +46,7 @@ type Claimer struct {
 	opts   ClaimerOptions
 	paused atomic.Bool
 	wake   chan struct{}
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	base   startstop.Base
 
 	schedMu   sync.Mutex
 	schedules map[string]*Schedule
@@ -69,31 +66,20 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	return &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
 }
 
-// Start launches the loop and returns at once. It runs until Stop.
+// Start launches the loop and returns at once. It runs until Stop; a
+// second Start is refused with startstop.ErrStarted.
 func (c *Claimer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return errors.New("claimer already started")
+	runCtx, err := c.base.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("start claimer: %w", err)
 	}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.done = make(chan struct{})
-	go c.loop(ctx, c.done)
+	c.base.Go(func() { c.loop(runCtx) })
 	return nil
 }
 
 // Stop ends the loop and waits for it; a claim in flight rolls back or
 // commits whole.
-func (c *Claimer) Stop() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel, c.done = nil, nil
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (c *Claimer) Stop() { c.base.Stop() }
 
 // SetPaused stops (true) or resumes (false) claiming without stopping the
 // loop: a draining node claims nothing new.
@@ -113,8 +99,7 @@ func (c *Claimer) Notify() {
 	}
 }
 
-func (c *Claimer) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (c *Claimer) loop(ctx context.Context) {
 	wait := rand.N(c.opts.StartJitter)
 	for {
 		t := time.NewTimer(wait)

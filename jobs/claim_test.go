@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
 	"github.com/switchboard/switchboard/infra/testwait"
 )
 
@@ -280,4 +282,12 @@ func TestAdvance(t *testing.T) {
 			t.Errorf("%s: advance = %v, %v, %d; want %v, %v, %d", tc.name, tick, next, skipped, tc.due, tc.wantNext, tc.wantSkipped)
 		}
 	}
+}
+
+func TestClaimerStartStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	startstoptest.Stress(t, func(*testing.T) startstop.Service {
+		return NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, StartJitter: time.Millisecond})
+	})
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 type testBundle struct {
 	pool  *pgxpool.Pool

@@ -16,7 +16,7 @@ import (
 	"github.com/switchboard/switchboard/web"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // TestAccountsMigration: rows stored before emails were normalised (lower
 // case by strings.ToLower, so Unicode folded; unique by lower(email)) end up

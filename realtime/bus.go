@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/startstop"
 )
 
 // Channel is the one NOTIFY channel every replica listens on.
@@ -29,9 +31,10 @@ const maxNotifyBytes = 8000
 type BusOptions struct {
 	Pool   *pgxpool.Pool
 	NodeID string
-	// Hub holds this replica's sockets. Nil on worker-only replicas: the bus
-	// then publishes but does not LISTEN.
-	Hub      *Hub
+	// Hub is what the bus delivers to this replica's sockets through (a
+	// *Hub). Nil on worker-only replicas: the bus then publishes but does
+	// not LISTEN.
+	Hub      deliverer
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	// ListenConfig is the dedicated LISTEN connection's configuration;
@@ -40,13 +43,30 @@ type BusOptions struct {
 	// IdlePing: ping the LISTEN connection after this long without a
 	// notification; default 5 s.
 	IdlePing time.Duration
-	// WhoTimeout bounds the wait for "who holds user X" replies before an
-	// RPC answers 404; default 1 s.
-	WhoTimeout time.Duration
+	// FindUserTimeout bounds the wait for a node to answer "I hold user X"
+	// before an RPC answers 404; default 1 s.
+	FindUserTimeout time.Duration
 	// QueueSize is how many events may wait for the publisher; default 10000.
 	QueueSize int
 	// MaxBatch is the most notifications sent in one round trip; default 500.
 	MaxBatch int
+	// StopTimeout is the most Stop spends sending what is still queued,
+	// however the database behaves (a hung one included); what is left
+	// then is dropped and counted. Default 5 s.
+	StopTimeout time.Duration
+}
+
+// deliverer is what the bus hands envelopes for this replica's sockets
+// to: the hub.
+type deliverer interface {
+	// deliver writes frame to the sockets of user, of room, or (neither) all.
+	deliver(user, room string, frame []byte) int
+	// deliverCall writes an rpc.call frame to user's sockets and remembers
+	// which node waits for the answer.
+	deliverCall(user, callID, node string, until time.Time, frame []byte)
+	// hasRecipients reports whether an event for user, room or (neither)
+	// everyone has a socket here.
+	hasRecipients(user, room string) bool
 }
 
 // Bus delivers events to local sockets at once and to every other replica
@@ -57,30 +77,27 @@ type BusOptions struct {
 type Bus struct {
 	opts    BusOptions
 	logger  *slog.Logger
-	hub     *Hub
+	hub     deliverer // nil: no sockets here
 	metrics busMetrics
+	base    startstop.Base
 
-	queue    chan outgoing
-	stopping chan struct{}
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	seq      atomic.Uint64
+	queue chan outgoing
+	seq   atomic.Uint64
 
 	listen listenState
 
-	mu    sync.Mutex
-	calls map[string]chan json.RawMessage // rpc calls this node waits for
-	whos  map[string]chan struct{}        // "who holds user X" requests
+	mu       sync.Mutex
+	calls    map[string]chan json.RawMessage // rpc calls this node waits for
+	searches map[string]chan struct{}        // "who holds user X?" questions this node asked
 }
 
-// envelope kinds.
+// envelope kinds (their wire values are kept across versions).
 const (
-	kindEvent  = "e" // a frame for a user, a room or everyone
-	kindCall   = "c" // an rpc.call frame for a user; holders remember the caller
-	kindResult = "r" // an rpc result for the waiting node
-	kindWho    = "w" // "who holds user X?"
-	kindHere   = "h" // "I do", to the asking node
+	kindEvent     = "e" // a frame for a user, a room or everyone
+	kindCall      = "c" // an rpc.call frame for a user; holders remember the caller
+	kindResult    = "r" // an rpc result for the waiting node
+	kindFindUser  = "w" // "who holds a socket of user X?"
+	kindUserFound = "h" // "I do", to the asking node
 )
 
 // envelope is what travels between replicas. Spilled envelopes travel as a
@@ -92,7 +109,7 @@ type envelope struct {
 	User   string          `json:"u,omitempty"`
 	Room   string          `json:"r,omitempty"`
 	Node   string          `json:"d,omitempty"` // destination node of kindResult and kindHere
-	Call   string          `json:"c,omitempty"` // rpc call id or who request id
+	Call   string          `json:"c,omitempty"` // rpc call id or user search id
 	Until  int64           `json:"t,omitempty"` // rpc deadline, Unix ms
 	Frame  json.RawMessage `json:"f,omitempty"`
 	Spill  string          `json:"s,omitempty"`
@@ -105,12 +122,16 @@ type outgoing struct {
 	spillBody []byte
 }
 
-// NewBus builds a bus and attaches it to opts.Hub, whose clients publish
-// through it.
+// NewBus builds a bus that delivers to opts.Hub. The hub's clients publish
+// through the bus once cmd hands it over (Hub.PublishThrough).
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
-	opts.WhoTimeout = cmp.Or(opts.WhoTimeout, time.Second)
+	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
+	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
+	if h, ok := opts.Hub.(*Hub); ok && h == nil {
+		opts.Hub = nil // a nil *Hub is no hub
+	}
 	opts.QueueSize = cmp.Or(opts.QueueSize, 10000)
 	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
 	if opts.NodeID == "" {
@@ -121,13 +142,10 @@ func NewBus(opts BusOptions) *Bus {
 	}
 	b := &Bus{
 		opts: opts, logger: opts.Logger.With("component", "bus"), hub: opts.Hub,
-		queue: make(chan outgoing, opts.QueueSize), stopping: make(chan struct{}),
-		calls: map[string]chan json.RawMessage{}, whos: map[string]chan struct{}{},
+		queue: make(chan outgoing, opts.QueueSize),
+		calls: map[string]chan json.RawMessage{}, searches: map[string]chan struct{}{},
 	}
 	b.metrics = newBusMetrics(opts.Registry)
-	if opts.Hub != nil {
-		opts.Hub.bus = b
-	}
 	return b
 }
 
@@ -135,37 +153,35 @@ func NewBus(opts BusOptions) *Bus {
 func (b *Bus) NodeID() string { return b.opts.NodeID }
 
 // Start runs the publisher and, when the bus has a hub, the LISTEN
-// connection; it returns once LISTEN is established (or ctx ends).
+// connection; it returns once LISTEN is established, or fails (and stops
+// again) when ctx ends first. A second Start is refused
+// (startstop.ErrStarted).
 func (b *Bus) Start(ctx context.Context) error {
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b.cancel = cancel
-	b.wg.Add(1)
-	go b.publishLoop()
+	runCtx, err := b.base.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("start bus: %w", err)
+	}
+	b.base.Go(b.publishLoop)
 	if b.hub == nil {
 		return nil
 	}
 	up := make(chan struct{})
-	b.wg.Add(1)
-	go b.listenLoop(lctx, up)
+	b.base.Go(func() { b.listenLoop(runCtx, up) })
 	select {
 	case <-up:
 		return nil
+	case <-runCtx.Done():
+		return nil // a Stop came first: started, and stopped already
 	case <-ctx.Done():
+		b.Stop() // a failed Start leaves nothing running
 		return fmt.Errorf("start bus: LISTEN not established: %w", ctx.Err())
 	}
 }
 
-// Stop ends the LISTEN connection, sends what is still queued and returns
-// once both goroutines exited. Publish fails with ErrStopped afterwards.
-func (b *Bus) Stop() {
-	b.stopOnce.Do(func() {
-		if b.cancel != nil {
-			b.cancel()
-		}
-		close(b.stopping)
-	})
-	b.wg.Wait()
-}
+// Stop ends the LISTEN connection, sends what is still queued (for at most
+// StopTimeout) and returns once both goroutines exited. Publish fails with
+// ErrStopped afterwards.
+func (b *Bus) Stop() { b.base.Stop() }
 
 // Publish delivers ev to local sockets at once and queues it for the other
 // replicas. Exactly one of To and Room, or neither (everyone).
@@ -243,8 +259,9 @@ func (b *Bus) send(ctx context.Context, env envelope) error {
 		sb, _ := marshal(stub)
 		out = outgoing{payload: string(sb), spillID: stub.Spill, spillBody: body}
 	}
+	stopping := b.base.Stopping()
 	select {
-	case <-b.stopping:
+	case <-stopping:
 		return ErrStopped
 	default:
 	}
@@ -253,7 +270,7 @@ func (b *Bus) send(ctx context.Context, env envelope) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("queue bus message: %w", ctx.Err())
-	case <-b.stopping:
+	case <-stopping:
 		return ErrStopped
 	}
 }
@@ -269,29 +286,34 @@ func (b *Bus) dispatch(env envelope) {
 		if b.hub != nil {
 			b.hub.deliverCall(env.User, env.Call, cmp.Or(env.Origin, b.opts.NodeID), time.UnixMilli(env.Until), env.Frame)
 		}
-	case kindWho:
-		if b.hub != nil && b.hub.hasUser(env.User) {
+	case kindFindUser:
+		if b.holdsUser(env.User) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = b.send(ctx, envelope{Kind: kindHere, Node: env.Origin, Call: env.Call})
+			_ = b.send(ctx, envelope{Kind: kindUserFound, Node: env.Origin, Call: env.Call})
 			cancel()
 		}
 	case kindResult:
 		b.resolveCall(env.Call, env.Frame)
-	case kindHere:
-		b.resolveWho(env.Call)
+	case kindUserFound:
+		b.userFound(env.Call)
 	}
 }
 
-// wants reports whether a notification from another node concerns this
-// one, before a spilled body is fetched.
-func (b *Bus) wants(env envelope) bool {
+// holdsUser reports whether a socket of user is open here.
+func (b *Bus) holdsUser(user string) bool {
+	return b.hub != nil && b.hub.hasRecipients(user, "")
+}
+
+// forThisNode reports whether a notification from another node concerns
+// this one, before a spilled body is fetched.
+func (b *Bus) forThisNode(env envelope) bool {
 	switch env.Kind {
-	case kindResult, kindHere:
+	case kindResult, kindUserFound:
 		return env.Node == b.opts.NodeID
-	case kindCall, kindWho:
-		return b.hub != nil && b.hub.hasUser(env.User)
+	case kindCall, kindFindUser:
+		return b.holdsUser(env.User)
 	case kindEvent:
-		return b.hub != nil && b.hub.wants(env.User, env.Room)
+		return b.hub != nil && b.hub.hasRecipients(env.User, env.Room)
 	}
 	return false
 }

@@ -111,9 +111,9 @@ func (h *Hub) typing(c *client, f Frame) error {
 	return h.publish(Event{Event: eventTyping, To: to, From: c.user, Payload: f.Payload})
 }
 
-// publish sends a client's event through the bus (locally without one).
+// publish sends a client's event through the publisher (locally without one).
 func (h *Hub) publish(ev Event) error {
-	if h.bus == nil {
+	if h.pub == nil {
 		frame, err := encodeFrame(ev, time.Now())
 		if err != nil {
 			return err
@@ -123,7 +123,7 @@ func (h *Hub) publish(ev Event) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.bus.Publish(ctx, ev); err != nil {
+	if err := h.pub.Publish(ctx, ev); err != nil {
 		h.logger.Warn("client event not published to other nodes", "event", ev.Event, "error", err)
 		return errors.New("the message could not be sent to every node; try again")
 	}
@@ -227,8 +227,8 @@ func (h *Hub) result(c *client, f Frame) error {
 	if !ok {
 		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
 	}
-	if h.bus != nil {
-		h.bus.routeResult(rec.node, f.ID, f.Payload)
+	if h.pub != nil {
+		h.pub.routeResult(rec.node, f.ID, f.Payload)
 	}
 	return nil
 }

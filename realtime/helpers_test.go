@@ -18,9 +18,10 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // node is one replica's realtime side: its own pool, LISTEN connection,
 // hub and an HTTP server whose /ws?user= upgrades without a ticket.
@@ -42,7 +43,8 @@ func startNode(t testing.TB, dbURL string, hopts HubOptions) *node {
 	n := &node{pool: pool, reg: prometheus.NewRegistry()}
 	hopts.Registry = n.reg
 	n.hub = NewHub(hopts)
-	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Registry: n.reg, IdlePing: time.Second, WhoTimeout: 500 * time.Millisecond})
+	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond})
+	n.hub.PublishThrough(n.bus)
 	if err := n.bus.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

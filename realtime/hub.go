@@ -3,6 +3,7 @@ package realtime
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -45,14 +46,14 @@ type HubOptions struct {
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
-// room, and delivers frames to them. Clients' frames go out through the Bus
-// the hub is attached to.
+// room, and delivers frames to them. Clients' frames go out through the
+// publisher it is handed (PublishThrough: the Bus).
 type Hub struct {
 	opts    HubOptions
 	origins map[string]bool
 	anyOrig bool
 	m       *melody.Melody
-	bus     *Bus
+	pub     publisher // nil: clients' frames reach this hub only
 	logger  *slog.Logger
 	metrics hubMetrics
 	limits  *limiter
@@ -100,7 +101,20 @@ const (
 	keyClient = "client"
 )
 
-// NewHub builds a hub; attach it to a Bus with BusOptions.Hub.
+// publisher is what the hub sends its clients' frames through: the bus.
+type publisher interface {
+	// Publish delivers ev here and on every other replica.
+	Publish(ctx context.Context, ev Event) error
+	// routeResult sends a client's rpc result to the node waiting for it.
+	routeResult(node, callID string, payload json.RawMessage)
+}
+
+// PublishThrough sends clients' frames through p (the Bus, built with this
+// hub in BusOptions.Hub). Call it before Serve.
+func (h *Hub) PublishThrough(p publisher) { h.pub = p }
+
+// NewHub builds a hub; the Bus delivers to it (BusOptions.Hub) and it
+// publishes through the bus (PublishThrough).
 func NewHub(opts HubOptions) *Hub {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.MaxFrameBytes = cmp.Or(opts.MaxFrameBytes, 64<<10)
@@ -362,9 +376,9 @@ func (h *Hub) hasUser(user string) bool {
 	return len(h.byUser[user]) > 0
 }
 
-// wants reports whether an event for user, room or everyone has a
+// hasRecipients reports whether an event for user, room or everyone has a
 // recipient here.
-func (h *Hub) wants(user, room string) bool {
+func (h *Hub) hasRecipients(user, room string) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	switch {

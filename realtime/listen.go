@@ -55,7 +55,6 @@ func (b *Bus) ListenApplicationName() string { return "switchboard-listen-" + b.
 // listenLoop keeps one dedicated LISTEN connection: after a drop it
 // reconnects within a second (100 ms, doubling, at most 1 s between tries).
 func (b *Bus) listenLoop(ctx context.Context, up chan<- struct{}) {
-	defer b.wg.Done()
 	var once sync.Once
 	onUp := func() { once.Do(func() { close(up) }) }
 	const minDelay, maxDelay = 100 * time.Millisecond, time.Second
@@ -133,7 +132,7 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 		b.logger.Warn("bus: unreadable notification", "error", err)
 		return
 	}
-	if env.Origin == b.opts.NodeID || !b.wants(env) {
+	if env.Origin == b.opts.NodeID || !b.forThisNode(env) {
 		return
 	}
 	if env.Spill != "" {

@@ -2,30 +2,59 @@ package realtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // publishLoop is the one goroutine that NOTIFYs: it takes whatever is
 // pending and sends it in one round trip, outside any business transaction
-// (NOTIFY takes a global lock at commit).
+// (NOTIFY takes a global lock at commit). When Stop begins it sends what
+// is still queued within StopTimeout and drops the rest.
 func (b *Bus) publishLoop() {
-	defer b.wg.Done()
+	stopping, exited := b.base.Stopping(), make(chan struct{})
+	defer close(exited)
+	ctx := b.giveUpAfterStop(stopping, exited)
 	for {
 		select {
 		case out := <-b.queue:
-			b.flush(b.collect(out))
-		case <-b.stopping:
+			b.flush(ctx, b.collect(out))
+		case <-stopping:
 			for {
 				select {
 				case out := <-b.queue:
-					b.flush(b.collect(out))
+					b.flush(ctx, b.collect(out))
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// giveUpAfterStop is a context that ends StopTimeout after stopping is
+// closed: flushes and retries in flight then, too, give up in time. It
+// also ends when the publish loop has exited.
+func (b *Bus) giveUpAfterStop(stopping, exited <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		select {
+		case <-stopping:
+		case <-exited:
+			return
+		}
+		t := time.NewTimer(b.opts.StopTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-exited:
+		}
+	}()
+	return ctx
 }
 
 // collect adds to first whatever else is queued, up to MaxBatch.
@@ -43,34 +72,72 @@ func (b *Bus) collect(first outgoing) []outgoing {
 }
 
 // flush sends a batch, retrying a few times while the database is away;
-// after that the batch is dropped, counted and logged.
-func (b *Bus) flush(batch []outgoing) {
+// after that, or once ctx ends (the stop deadline), the batch is dropped,
+// counted and logged. When the database refuses the statement because of
+// what one message holds, the batch is split so that only that message is
+// dropped.
+func (b *Bus) flush(ctx context.Context, batch []outgoing) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := b.notify(ctx, batch)
-		cancel()
-		if err == nil {
+		err := b.notifyWithin(ctx, batch)
+		switch {
+		case err == nil:
 			b.metrics.published.Add(float64(len(batch)))
 			b.metrics.batch.Observe(float64(len(batch)))
 			return
-		}
-		if attempt == 4 {
-			b.metrics.dropped.Add(float64(len(batch)))
-			b.logger.Error("bus messages dropped: the database did not take them", "messages", len(batch), "error", err)
+		case refusedContent(err):
+			b.isolate(ctx, batch, err)
+			return
+		case attempt == 4:
+			b.drop(batch, "bus messages dropped: the database did not take them", err)
 			return
 		}
 		select {
 		case <-time.After(backoff):
-		case <-b.stopping:
-			if attempt >= 2 {
-				b.metrics.dropped.Add(float64(len(batch)))
-				b.logger.Error("bus messages dropped at shutdown", "messages", len(batch), "error", err)
-				return
-			}
+		case <-ctx.Done():
+			b.drop(batch, "bus messages dropped at shutdown: the database did not take them in time", err)
+			return
 		}
 		backoff *= 2
 	}
+}
+
+// notifyWithin is notify bounded by 5 s and by ctx.
+func (b *Bus) notifyWithin(ctx context.Context, batch []outgoing) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return b.notify(ctx, batch)
+}
+
+// isolate sends the halves of a batch the database refused on content: a
+// single message it refuses is dropped, the others go out.
+func (b *Bus) isolate(ctx context.Context, batch []outgoing, err error) {
+	if len(batch) == 1 {
+		b.drop(batch, "bus message dropped: the database refused it", err)
+		return
+	}
+	half := len(batch) / 2
+	b.flush(ctx, batch[:half])
+	b.flush(ctx, batch[half:])
+}
+
+func (b *Bus) drop(batch []outgoing, msg string, err error) {
+	b.metrics.dropped.Add(float64(len(batch)))
+	b.logger.Error(msg, "messages", len(batch), "error", err)
+}
+
+// refusedContent reports whether the database refused the statement for
+// the data it carried (an invalid or too long payload, a duplicate spill
+// id: SQLSTATE classes 22 and 23) rather than for being unavailable.
+func refusedContent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
 }
 
 // notify sends a batch in one statement. Spilled bodies are inserted by the

@@ -10,19 +10,20 @@ import (
 	"github.com/google/uuid"
 )
 
-// Call asks userID's client to run method and waits for its answer.
+// CallClient asks userID's client (a browser, over its socket) to run
+// method and waits for its answer.
 //
 // The waiting node registers the call id and publishes rpc.call to the user;
 // each node that holds one of the user's sockets remembers which node waits,
 // and the first rpc.result from the client goes back over the bus to that
 // node only. ErrNotConnected: the user has no socket anywhere (nobody
-// answered "who holds user X" within WhoTimeout). ErrRPCTimeout: no result
+// answered "who holds user X" within FindUserTimeout). ErrRPCTimeout: no result
 // within timeout. A late result is dropped.
-func (b *Bus) Call(ctx context.Context, userID, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+func (b *Bus) CallClient(ctx context.Context, userID, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if b.hub == nil || !b.hub.hasUser(userID) {
-		found, err := b.who(ctx, userID)
+	if !b.holdsUser(userID) {
+		found, err := b.findUser(ctx, userID)
 		if err != nil {
 			return nil, err
 		}
@@ -80,23 +81,23 @@ func cmpRaw(r json.RawMessage) json.RawMessage {
 	return r
 }
 
-// who asks every node whether it holds a socket of userID and waits for the
-// first "here", at most WhoTimeout.
-func (b *Bus) who(ctx context.Context, userID string) (bool, error) {
+// findUser asks every node whether it holds a socket of userID and waits
+// for the first "I do", at most FindUserTimeout.
+func (b *Bus) findUser(ctx context.Context, userID string) (bool, error) {
 	id := uuid.NewString()
 	here := make(chan struct{}, 1)
 	b.mu.Lock()
-	b.whos[id] = here
+	b.searches[id] = here
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		delete(b.whos, id)
+		delete(b.searches, id)
 		b.mu.Unlock()
 	}()
-	if err := b.send(ctx, envelope{Kind: kindWho, User: userID, Call: id}); err != nil {
+	if err := b.send(ctx, envelope{Kind: kindFindUser, User: userID, Call: id}); err != nil {
 		return false, b.callErr(ctx, err)
 	}
-	t := time.NewTimer(b.opts.WhoTimeout)
+	t := time.NewTimer(b.opts.FindUserTimeout)
 	defer t.Stop()
 	select {
 	case <-here:
@@ -133,9 +134,10 @@ func (b *Bus) resolveCall(callID string, payload json.RawMessage) {
 	}
 }
 
-func (b *Bus) resolveWho(id string) {
+// userFound ends the search id: a node holds the user.
+func (b *Bus) userFound(id string) {
 	b.mu.Lock()
-	ch, ok := b.whos[id]
+	ch, ok := b.searches[id]
 	b.mu.Unlock()
 	if ok {
 		select {

@@ -129,7 +129,7 @@ func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adm
 	if u.Disabled && c.Disabled != nil && s.opts.Cluster != nil {
 		// Its tokens and tickets are refused from now on; its open sockets
 		// are closed here.
-		if _, err := s.opts.Cluster.DisconnectUser(context.WithoutCancel(ctx), u.ID); err != nil {
+		if _, err := s.opts.Cluster.FanOut(context.WithoutCancel(ctx), ActionDisconnectUser, u.ID); err != nil {
 			s.opts.Logger.WarnContext(ctx, "disabled account: closing its sockets failed", "user_id", u.ID, "error", err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // asked or told from whichever node the request reached.
 type clusterOperator interface {
 	Status(ctx context.Context) (cluster.Status, error)
-	DisconnectUser(ctx context.Context, userID string) (cluster.DisconnectResult, error)
+	FanOut(ctx context.Context, action, arg string) (cluster.FanOutResult, error)
 	Drain(ctx context.Context, nodeID string) error
 }
 
@@ -33,8 +33,20 @@ type userIDInput struct {
 	ID string `path:"id" format:"uuid" doc:"user id"`
 }
 
+// ActionDisconnectUser is the fan-out action behind
+// POST /v1/admin/users/{id}/disconnect: each node closes the user's sockets
+// and counts them (cmd registers the hub's DisconnectUserLocal under it).
+const ActionDisconnectUser = "disconnect_user"
+
+// DisconnectResult says which nodes closed the user's sockets.
+type DisconnectResult struct {
+	Acked  []string `json:"acked" doc:"ids of the nodes that applied it"`
+	Failed []string `json:"failed" doc:"ids of the nodes that did not answer"`
+	Closed int      `json:"closed" doc:"sockets closed, over all nodes that acked"`
+}
+
 type disconnectOutput struct {
-	Body cluster.DisconnectResult
+	Body DisconnectResult
 }
 
 type nodeIDInput struct {
@@ -102,11 +114,11 @@ func (s *Server) disconnectUser(ctx context.Context, in *userIDInput) (*disconne
 	if !principal(ctx).IsAdmin() {
 		return nil, huma.Error403Forbidden(adminOnly)
 	}
-	res, err := s.opts.Cluster.DisconnectUser(ctx, in.ID)
+	res, err := s.opts.Cluster.FanOut(ctx, ActionDisconnectUser, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	return &disconnectOutput{Body: res}, nil
+	return &disconnectOutput{Body: DisconnectResult{Acked: res.Acked, Failed: res.Failed, Closed: res.Affected}}, nil
 }
 
 func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, error) {

@@ -59,7 +59,8 @@ func setupCluster(t *testing.T) *clusterBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	sockets := &oneRoomSockets{lobby: map[string]int{}}
-	c := cluster.New(cluster.Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret, Sockets: sockets})
+	c := cluster.New(cluster.Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret, Sockets: sockets,
+		Actions: []cluster.Action{{Name: ActionDisconnectUser, Apply: func(_ context.Context, user string) int { return sockets.DisconnectUserLocal(user) }}}})
 	s := New(Options{
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
 		Cluster: c, Presence: c,

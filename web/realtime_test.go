@@ -30,7 +30,8 @@ func setupRealtime(t *testing.T) *realtimeBundle {
 	pool := dbtest.NewPool(t)
 	reg := prometheus.NewRegistry()
 	hub := realtime.NewHub(realtime.HubOptions{Registry: reg})
-	bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Hub: hub, Registry: reg, WhoTimeout: 300 * time.Millisecond})
+	bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Hub: hub, Registry: reg, FindUserTimeout: 300 * time.Millisecond})
+	hub.PublishThrough(bus)
 	if err := bus.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

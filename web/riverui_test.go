@@ -110,7 +110,9 @@ func TestRiverUI(t *testing.T) {
 // guesses spend the same per-address limit as /v1/auth/login.
 func TestRiverUIBasicAuthIsRateLimited(t *testing.T) {
 	t.Parallel()
-	b := setupJobs(t)
+	// A burst of 8 refilled over a minute: a loaded machine's slow bcrypt
+	// cannot refill the bucket between guesses.
+	b := setupJobsLimits(t, RateLimits{Auth: perMinute(8)})
 	b.registerAdmin(t, "boss@example.com")
 	guess := func(remote, password string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/riverui/", nil)

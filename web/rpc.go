@@ -15,7 +15,7 @@ import (
 
 // RPCCaller calls a user's client over its socket and waits for the answer.
 type RPCCaller interface {
-	Call(ctx context.Context, userID, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error)
+	CallClient(ctx context.Context, userID, method string, params json.RawMessage, timeout time.Duration) (json.RawMessage, error)
 }
 
 const defaultRPCTimeoutMS = 10000
@@ -60,7 +60,7 @@ func (s *Server) callUser(ctx context.Context, in *rpcInput) (*rpcOutput, error)
 	if ms == 0 {
 		ms = defaultRPCTimeoutMS
 	}
-	res, err := s.opts.RPC.Call(ctx, userID, in.Body.Method, in.Body.Params, time.Duration(ms)*time.Millisecond)
+	res, err := s.opts.RPC.CallClient(ctx, userID, in.Body.Method, in.Body.Params, time.Duration(ms)*time.Millisecond)
 	switch {
 	case errors.Is(err, realtime.ErrNotConnected):
 		return nil, huma.Error404NotFound(fmt.Sprintf("user %s has no live WebSocket connection on any node", userID))

@@ -20,6 +20,12 @@ import (
 // manual runs and the River UI.
 func setupJobs(t *testing.T) *testBundle {
 	t.Helper()
+	return setupJobsLimits(t, RateLimits{})
+}
+
+// setupJobsLimits is setupJobs with other rate limits.
+func setupJobsLimits(t *testing.T, limits RateLimits) *testBundle {
+	t.Helper()
 	pool := dbtest.NewPool(t)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	if err != nil {
@@ -38,7 +44,7 @@ func setupJobs(t *testing.T) *testBundle {
 	}
 	s := New(Options{
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true,
-		JWTSecret: testSecret, BcryptCost: 4,
+		JWTSecret: testSecret, BcryptCost: 4, RateLimits: limits,
 		River: client, RiverUI: ui,
 	})
 	return &testBundle{server: s}

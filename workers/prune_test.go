@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,11 +45,28 @@ func TestPruneRuns(t *testing.T) {
 
 func TestRiverConfigPeriodicJobs(t *testing.T) {
 	t.Parallel()
-	cfg, err := RiverConfig(Options{DB: setup(t, setupOpts{}).pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.PeriodicJobs) != 1 {
-		t.Fatalf("%d periodic jobs, want prune_runs", len(cfg.PeriodicJobs))
+	reap := func(context.Context) (int64, error) { return 0, nil }
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"database", Options{DB: setup(t, setupOpts{}).pool},
+			[]string{"prune_runs", "reap_ws_tickets", "delete_spilled_bus_messages"}},
+		{"everything", Options{DB: setup(t, setupOpts{}).pool, RateLimitRetention: time.Minute, ReapNodes: reap},
+			[]string{"prune_runs", "reap_ws_tickets", "delete_spilled_bus_messages", "ratelimit_prune", "reap_cluster_nodes"}},
+		{"no database", Options{ReapNodes: reap}, []string{"reap_cluster_nodes"}},
+	} {
+		cfg, err := RiverConfig(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, m := range Maintenance(tc.opts) {
+			names = append(names, m.Name)
+		}
+		if !slices.Equal(names, tc.want) || len(cfg.PeriodicJobs) != len(tc.want) {
+			t.Fatalf("%s: tasks %v and %d periodic jobs, want %v", tc.name, names, len(cfg.PeriodicJobs), tc.want)
+		}
 	}
 }

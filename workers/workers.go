@@ -30,11 +30,15 @@ type Options struct {
 	ClientID string
 	// MaxWorkers for task runs; default 100 (runs mostly wait on I/O).
 	MaxWorkers int
-	// Maintenance tasks to run periodically, keyed by name.
-	Maintenance []MaintenanceTask
+	// RateLimitRetention is how long rate limit windows are kept (see
+	// ratelimit.Retention); 0 leaves their pruning out.
+	RateLimitRetention time.Duration
+	// ReapNodes is the cluster's Reap (dead nodes rescued, then deleted);
+	// nil leaves it out.
+	ReapNodes func(ctx context.Context) (int64, error)
 
-	// DB enables the task-run worker and run pruning; without it the
-	// client works maintenance jobs only.
+	// DB enables the task-run worker and the maintenance of the tables;
+	// without it the client works the other maintenance jobs only.
 	DB db.DB
 	// Publisher delivers run events and publish actions; default logs them.
 	Publisher Publisher
@@ -57,14 +61,12 @@ const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
 func RiverConfig(opts Options) (*river.Config, error) {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	w := river.NewWorkers()
-	maintenance := opts.Maintenance
 	if opts.DB != nil {
 		if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
 			return nil, fmt.Errorf("add run worker: %w", err)
 		}
-		maintenance = append(maintenance, PruneRunsTask(opts.DB, opts.RunRetention))
 	}
-	m := newMaintenanceWorker(maintenance, logger)
+	m := newMaintenanceWorker(Maintenance(opts), logger)
 	if err := river.AddWorkerSafely(w, m); err != nil {
 		return nil, fmt.Errorf("add maintenance worker: %w", err)
 	}
@@ -102,24 +104,6 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 		db: opts.DB, webhook: NewWebhookClient(opts.Webhook), publisher: pub, metrics: opts.Metrics,
 		logger: logger.With("component", "run_worker"), backoff: backoff,
 	}
-}
-
-// PruneRunsTask deletes finished runs older than retention (default 30
-// days) every hour.
-func PruneRunsTask(q db.DB, retention time.Duration) MaintenanceTask {
-	retention = cmp.Or(retention, 30*24*time.Hour)
-	return MaintenanceTask{Name: "prune_runs", Every: time.Hour, Run: func(ctx context.Context) (int64, error) {
-		return jobs.PruneRuns(ctx, q, retention)
-	}}
-}
-
-// MaintenanceTask is one idempotent housekeeping step (prune old runs, reap
-// expired tickets, ...), run every Every by whichever replica River's leader
-// hands the job to.
-type MaintenanceTask struct {
-	Name  string
-	Every time.Duration
-	Run   func(ctx context.Context) (affected int64, err error)
 }
 
 // MaintenanceArgs names the task a maintenance job runs.

@@ -14,24 +14,23 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/migrations"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
 
-// app is one replica: every component wired, started and stopped in order.
+// app is one replica: every component built by newApp, started in the
+// order of its service list and stopped in reverse.
 type app struct {
 	cfg      config.Config
 	logger   *slog.Logger
@@ -39,20 +38,16 @@ type app struct {
 	embedded *pgembed.Server
 	pool     *pgxpool.Pool
 	registry *prometheus.Registry
-	river    *river.Client[pgx.Tx]
+	river    *workers.River
 	cluster  *cluster.Cluster
-	drain    riverDrain
 	web      *web.Server
 	hub      *realtime.Hub // web replicas only
 	bus      *realtime.Bus
-	jobs     jobsParts
+	jobs     scheduling
 	http     *http.Server
 	listener net.Listener
 	serveErr chan error
-	// maintenance tasks the components add, run by River on worker replicas.
-	maintenance []workers.MaintenanceTask
-
-	clusterStarted bool
+	services services
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -62,7 +57,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	if err := a.Start(ctx); err != nil {
-		a.Stop()
+		a.closeDatabase()
 		return err
 	}
 	a.logBanner()
@@ -90,7 +85,8 @@ func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 }
 
 // newApp connects to (or starts) the database, migrates, and builds every
-// component without starting any.
+// component without starting any. Each build step takes what earlier ones
+// made; the service list says in which order they run.
 func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, error) {
 	a := &app{cfg: cfg, nodeID: uuid.NewString(), registry: metrics.NewRegistry(), serveErr: make(chan error, 1)}
 	a.logger = logger.With("node_id", a.nodeID[:8])
@@ -103,16 +99,23 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
-	a.buildRealtime()
-	a.buildJobs()
-	a.buildCluster()
-	if err := a.buildRiver(); err != nil {
+	if err := a.build(); err != nil {
 		a.closeDatabase()
 		return nil, err
 	}
-	if err := a.buildScheduling(); err != nil {
-		a.closeDatabase()
-		return nil, err
+	return a, nil
+}
+
+func (a *app) build() error {
+	a.hub, a.bus = a.newRealtime()
+	a.cluster = a.newCluster()
+	a.jobs.metrics = jobs.NewMetrics(a.registry)
+	var err error
+	if a.river, err = a.newRiver(); err != nil {
+		return err
+	}
+	if a.jobs, err = a.newScheduling(a.jobs.metrics); err != nil {
+		return err
 	}
 	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
@@ -125,107 +128,89 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
 	a.wireCluster()
-	return a, nil
-}
-
-// buildRiver makes a working client on worker replicas and an insert-only
-// one on web-only replicas.
-func (a *app) buildRiver() error {
-	rcfg := &river.Config{ID: a.nodeID, Logger: a.logger.With("component", "river")}
-	if a.cfg.HasRole(config.RoleWorker) {
-		var err error
-		wopts := a.workerOptions()
-		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune())
-		rcfg, err = workers.RiverConfig(wopts)
-		if err != nil {
-			return err
-		}
-	}
-	client, err := river.NewClient(riverpgxv5.New(a.pool), rcfg)
-	if err != nil {
-		return fmt.Errorf("river client: %w", err)
-	}
-	a.river = client
+	a.wireRealtime()
+	a.services = services{list: a.serviceList()}
 	return nil
 }
 
-// Start listens and starts River; it returns once both run.
+// serviceList is every long-running part in start order; Stop runs it
+// backwards: drain first (readiness fails, no new ticks, jobs or sockets),
+// then the claim loop, River (running jobs finish while requests are still
+// served, so heartbeats go on and nobody takes them for dead), the
+// sockets, HTTP, the River UI, the bus (what it still holds is sent),
+// cluster membership, the listener.
+func (a *app) serviceList() []service {
+	list := []service{
+		{name: "listener", start: a.listen, stop: a.closeListener},
+		component("cluster", a.cluster),
+		startWithin(15*time.Second, component("realtime bus", a.bus)),
+	}
+	list = append(list, a.jobs.webServices()...)
+	list = append(list, service{name: "http", start: a.serve, stop: a.shutdownHTTP})
+	if a.hub != nil {
+		list = append(list, onStop("sockets", a.hub.Shutdown))
+	}
+	list = append(list, component("river", a.river))
+	list = append(list, a.jobs.workerServices()...)
+	return append(list, onStop("drain", a.cluster.DrainLocal))
+}
+
+// newRiver makes a working River client on worker replicas and an
+// insert-only one on web-only replicas.
+func (a *app) newRiver() (*workers.River, error) {
+	return workers.NewRiver(workers.RiverOptions{
+		Pool: a.pool, Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
+		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(),
+	})
+}
+
+// Start runs the service list; it returns once everything runs. On a
+// failure what started is stopped again.
 func (a *app) Start(ctx context.Context) error {
+	return a.services.startAll(ctx, a.cfg.ShutdownTimeout)
+}
+
+// Addr is the address the HTTP server listens on.
+func (a *app) Addr() string { return a.listener.Addr().String() }
+
+// Stop stops the services in reverse order within the shutdown budget,
+// then closes the pool and stops embedded Postgres.
+func (a *app) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	a.services.stopAll(ctx)
+	a.closeDatabase()
+}
+
+func (a *app) listen(context.Context) error {
 	l, err := net.Listen("tcp", a.cfg.ListenAddr())
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddr(), err)
 	}
 	a.listener = l
-	if err := a.cluster.Start(ctx); err != nil {
-		return fmt.Errorf("join the cluster: %w", err)
-	}
-	a.clusterStarted = true
-	if err := a.startRealtime(ctx); err != nil {
-		return err
-	}
-	if a.cfg.HasRole(config.RoleWorker) {
-		// River's own context: jobs must not die with the signal context.
-		if err := a.river.Start(context.WithoutCancel(ctx)); err != nil {
-			return fmt.Errorf("start river: %w", err)
-		}
-	}
-	if err := a.startScheduling(ctx); err != nil {
-		return err
-	}
+	return nil
+}
+
+// closeListener closes the listener (HTTP's shutdown closed it already
+// when it served).
+func (a *app) closeListener(context.Context) { _ = a.listener.Close() }
+
+func (a *app) serve(context.Context) error {
 	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	go func() {
-		if err := a.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := a.http.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.serveErr <- fmt.Errorf("http: %w", err)
 		}
 	}()
 	return nil
 }
 
-// Addr is the address the HTTP server listens on.
-func (a *app) Addr() string { return a.listener.Addr().String() }
-
-// Stop shuts down in order: drain (readiness fails, the claim loop pauses,
-// sockets are told server.draining and new ones refused), stop the claim
-// loop, let River finish
-// running jobs (cancel them at the deadline) while requests are still
-// served, close the sockets, stop accepting and finish in-flight requests,
-// flush the bus, deregister from the cluster, close the pool, stop embedded
-// Postgres. Heartbeats go on until
-// River is done, so no other node takes this one's running jobs for dead.
-func (a *app) Stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
-	defer cancel()
-	a.endDrainStop()
-	if a.clusterStarted {
-		a.cluster.DrainLocal(ctx)
-	}
-	a.stopScheduling()
-	a.stopRiver(ctx)
-	a.drainRealtime(ctx)
-	if a.http != nil {
-		if err := a.http.Shutdown(ctx); err != nil {
-			a.logger.Warn("http shutdown incomplete", "error", err)
-			_ = a.http.Close()
-		}
-	} else if a.listener != nil {
-		_ = a.listener.Close()
-	}
-	a.stopRealtime()
-	if a.clusterStarted {
-		a.cluster.Stop()
-	}
-	a.closeDatabase()
-}
-
-func (a *app) stopRiver(ctx context.Context) {
-	if a.river == nil || !a.cfg.HasRole(config.RoleWorker) {
-		return
-	}
-	if err := a.river.Stop(ctx); err != nil {
-		a.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = a.river.StopAndCancel(cctx)
-		ccancel()
+// shutdownHTTP stops accepting and finishes in-flight requests by ctx's
+// deadline; then it cuts what is left.
+func (a *app) shutdownHTTP(ctx context.Context) {
+	if err := a.http.Shutdown(ctx); err != nil {
+		a.logger.Warn("http shutdown incomplete", "error", err)
+		_ = a.http.Close()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/web"
 )
 
 // startCluster starts n replicas on one database, with boss@example.com as
@@ -30,7 +31,7 @@ func startCluster(t *testing.T, n int) ([]*testServer, string) {
 // crash makes a replica vanish as a killed process would to the others:
 // no more heartbeats, nothing listening, its row left behind.
 func (s *testServer) crash() {
-	s.cluster.Halt()
+	s.cluster.StopHeartbeat()
 	_ = s.http.Close()
 }
 
@@ -135,7 +136,7 @@ func TestSignedCallIsNotFannedOutAgain(t *testing.T) {
 	t.Parallel()
 	servers, admin := startCluster(t, 3)
 	a := servers[0]
-	status := signedRequest(t, http.MethodPost, a.URL+cluster.InternalPrefix+"/nodes/"+a.nodeID+"/users/"+a.nodeID+"/disconnect", nil, nil, time.Now())
+	status := signedRequest(t, http.MethodPost, a.URL+cluster.InternalPrefix+"/nodes/"+a.nodeID+"/actions/"+web.ActionDisconnectUser+"?arg="+a.nodeID, nil, nil, time.Now())
 	if status != http.StatusOK {
 		t.Fatalf("signed disconnect: %d", status)
 	}
@@ -188,7 +189,7 @@ func TestDrainANodeFromAnother(t *testing.T) {
 		}
 	}
 	select {
-	case <-target.river.Stopped():
+	case <-target.river.Client().Stopped():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drained node's River client still takes jobs")
 	}

@@ -15,9 +15,10 @@ import (
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // testConfig is a valid configuration for a replica on dbURL listening on a
 // free loopback port. Replicas built from it share their secrets.

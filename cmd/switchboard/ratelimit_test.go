@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/workers"
 )
 
 // authWindow is the sliding window of API.md's default auth limit (burst 8
@@ -360,7 +361,11 @@ func TestRateLimitPruneTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	task := srv.rateLimitPrune()
+	i := slices.IndexFunc(workers.Maintenance(srv.workerOptions()), func(m workers.MaintenanceTask) bool { return m.Name == "ratelimit_prune" })
+	if i < 0 {
+		t.Fatal("no ratelimit_prune maintenance task")
+	}
+	task := workers.Maintenance(srv.workerOptions())[i]
 	n, err := task.Run(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("pruned %d (%v), want the two windows older than the retention (about a minute)", n, err)

@@ -7,104 +7,96 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/switchboard/switchboard/infra/config"
+	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
 
-// jobsParts are the scheduling components of a replica: the claim loop
-// (worker role), the River UI (web role), the publisher of run events and
-// the metrics they share.
-type jobsParts struct {
-	metrics   *jobs.Metrics
-	publisher workers.Publisher
-	claimer   *jobs.Claimer
-	riverUI   *riverui.Handler
-	uiCancel  context.CancelFunc
+// scheduling is the claim loop (worker role), the River UI (web role) and
+// the metrics they share with the workers and the API.
+type scheduling struct {
+	metrics  *jobs.Metrics
+	claimer  *jobs.Claimer
+	riverUI  *riverui.Handler
+	uiCancel context.CancelFunc
 }
 
-// buildJobs makes the metrics and picks the publisher of run events: the
-// realtime bus (every replica has one); call after buildRealtime and
-// before buildRiver.
-func (a *app) buildJobs() {
-	a.jobs.metrics = jobs.NewMetrics(a.registry)
-	a.jobs.publisher = workers.LogPublisher{Logger: a.logger}
-	if a.bus != nil {
-		a.jobs.publisher = a.bus
+// workerOptions are the River worker options of a worker replica: run
+// events go out through the bus, and the maintenance jobs get what they
+// need (workers declares them).
+func (a *app) workerOptions() workers.Options {
+	return workers.Options{
+		Logger: a.logger, ClientID: a.nodeID, DB: a.pool,
+		Publisher: a.bus, Metrics: a.jobs.metrics,
+		Webhook:            workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version},
+		RunRetention:       a.cfg.RunRetention,
+		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate()),
+		ReapNodes:          a.cluster.Reap,
+	}
+}
+
+// newScheduling makes the claim loop on worker replicas and the River UI
+// on web replicas; they share metrics with the workers.
+func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
+	s := scheduling{metrics: metrics}
+	if a.cfg.HasRole(config.RoleWorker) {
+		s.claimer = jobs.NewClaimer(jobs.ClaimerOptions{
+			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Publisher: a.bus,
+		})
+	}
+	if a.cfg.HasRole(config.RoleWeb) {
+		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(a.river.Client(), nil), Logger: a.logger.With("component", "riverui"), Prefix: "/riverui",
+		})
+		if err != nil {
+			return s, fmt.Errorf("river ui: %w", err)
+		}
+		s.riverUI = ui
+	}
+	return s, nil
+}
+
+// webServices: the River UI's background services, on web replicas.
+func (s *scheduling) webServices() []service {
+	if s.riverUI == nil {
+		return nil
+	}
+	return []service{{name: "river ui",
+		start: func(ctx context.Context) error {
+			uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			s.uiCancel = cancel
+			return s.riverUI.Start(uctx)
+		},
+		stop: func(context.Context) { s.uiCancel() },
+	}}
+}
+
+// workerServices: the claim loop, on worker replicas, after River so that
+// claimed jobs find a running client here too.
+func (s *scheduling) workerServices() []service {
+	if s.claimer == nil {
+		return nil
+	}
+	return []service{component("claim loop", s.claimer)}
+}
+
+// pause stops claiming: a draining node claims nothing new.
+func (s *scheduling) pause() {
+	if s.claimer != nil {
+		s.claimer.SetPaused(true)
 	}
 }
 
 // jobsWebOptions gives the web server the task routes' dependencies and,
 // on web replicas, the River UI.
 func (a *app) jobsWebOptions(o *web.Options) {
-	o.River, o.WebhookAllowPrivate, o.TasksChanged = a.river, a.cfg.WebhookPrivate, a.tasksChanged
-	o.RunEvents, o.JobMetrics = a.jobs.publisher, a.jobs.metrics
+	o.River, o.WebhookAllowPrivate = a.river.Client(), a.cfg.WebhookPrivate
+	o.RunEvents, o.JobMetrics = a.bus, a.jobs.metrics
+	if a.jobs.claimer != nil {
+		o.TasksChanged = a.jobs.claimer.Notify // wakes the local claim loop after an API change
+	}
 	if a.jobs.riverUI != nil {
 		o.RiverUI = a.jobs.riverUI
-	}
-}
-
-// workerOptions are the River worker options of a worker replica.
-func (a *app) workerOptions() workers.Options {
-	return workers.Options{
-		Logger: a.logger, ClientID: a.nodeID, DB: a.pool,
-		Publisher: a.jobs.publisher, Metrics: a.jobs.metrics,
-		Webhook:      workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version},
-		RunRetention: a.cfg.RunRetention,
-	}
-}
-
-// buildScheduling makes the claim loop (worker role) and the River UI (web
-// role); call after buildRiver.
-func (a *app) buildScheduling() error {
-	if a.cfg.HasRole(config.RoleWorker) {
-		a.jobs.claimer = jobs.NewClaimer(jobs.ClaimerOptions{
-			DB: a.pool, River: a.river, Logger: a.logger, Metrics: a.jobs.metrics, Publisher: a.jobs.publisher,
-		})
-	}
-	if a.cfg.HasRole(config.RoleWeb) {
-		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-			Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.logger.With("component", "riverui"), Prefix: "/riverui",
-		})
-		if err != nil {
-			return fmt.Errorf("river ui: %w", err)
-		}
-		a.jobs.riverUI = ui
-	}
-	return nil
-}
-
-// tasksChanged wakes the local claim loop after an API change.
-func (a *app) tasksChanged() {
-	if a.jobs.claimer != nil {
-		a.jobs.claimer.Notify()
-	}
-}
-
-// startScheduling starts the River UI's background services and the claim
-// loop (after River, so claimed jobs find a running client here too).
-func (a *app) startScheduling(ctx context.Context) error {
-	if a.jobs.riverUI != nil {
-		uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		a.jobs.uiCancel = cancel
-		if err := a.jobs.riverUI.Start(uctx); err != nil {
-			return fmt.Errorf("start river ui: %w", err)
-		}
-	}
-	if a.jobs.claimer != nil {
-		if err := a.jobs.claimer.Start(ctx); err != nil {
-			return fmt.Errorf("start claimer: %w", err)
-		}
-	}
-	return nil
-}
-
-// stopScheduling stops claiming before River stops working jobs.
-func (a *app) stopScheduling() {
-	if a.jobs.claimer != nil {
-		a.jobs.claimer.Stop()
-	}
-	if a.jobs.uiCancel != nil {
-		a.jobs.uiCancel()
 	}
 }

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"time"
-
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/web"
-	"github.com/switchboard/switchboard/workers"
 )
 
 func (a *app) authRate() ratelimit.Rate {
@@ -23,16 +19,5 @@ func (a *app) rateLimits() web.RateLimits {
 		Auth: a.authRate(), User: a.userRate(),
 		TrustedProxies: a.cfg.TrustedProxies, ClientIPHeader: a.cfg.ClientIPHeader,
 		Timeout: a.cfg.RateLimitTimeout,
-	}
-}
-
-// rateLimitPrune deletes rate limit windows no decision reads any more.
-func (a *app) rateLimitPrune() workers.MaintenanceTask {
-	keep := ratelimit.Retention(a.authRate(), a.userRate())
-	return workers.MaintenanceTask{
-		Name: "ratelimit_prune", Every: time.Minute,
-		Run: func(ctx context.Context) (int64, error) {
-			return ratelimit.Prune(ctx, a.pool, time.Now().Add(-keep))
-		},
 	}
 }

@@ -81,8 +81,9 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 func (c *Cluster) CallsSent() int64     { return c.metrics.sent.Load() }
 func (c *Cluster) CallsReceived() int64 { return c.metrics.inbound.Load() }
 
-// call sends a signed request to node n and decodes its JSON answer into out.
-func (c *Cluster) call(ctx context.Context, name string, n Node, method, path string, out any) (err error) {
+// callNode sends a signed HTTP request to node n and decodes its JSON
+// answer into out.
+func (c *Cluster) callNode(ctx context.Context, name string, n Node, method, path string, out any) (err error) {
 	c.metrics.sent.Add(1)
 	defer func() { c.metrics.calls.WithLabelValues(name, outcome(err)).Inc() }()
 	if n.Addr == "" {

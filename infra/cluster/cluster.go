@@ -5,22 +5,29 @@
 // a user, drain a node) out to them, reporting which nodes acked and which
 // failed. A signed internal request is applied on its node only and never
 // forwarded or fanned out again, so calls cannot loop.
+//
+// It owns membership (cluster_nodes) and the signed transport only. What
+// lives in other packages' tables reaches it through hooks in Options:
+// the job queue's owner rescues a dead node's jobs (RescueJobs) and reports
+// the queue and scheduler backlog (Work); the hub answers for its sockets
+// (Sockets) and actions register their local half (Actions).
 package cluster
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/startstop"
 )
 
 // Defaults of Options.
@@ -38,8 +45,6 @@ const (
 type Sockets interface {
 	// LocalConnections is the number of sockets open on this node.
 	LocalConnections() int
-	// DisconnectUserLocal closes the user's sockets on this node and says how many.
-	DisconnectUserLocal(userID string) int
 	// RoomMembersLocal maps user id to connection count in room, on this node.
 	RoomMembersLocal(room string) map[string]int
 	// DrainLocal tells every local socket server.draining and refuses new ones.
@@ -62,12 +67,19 @@ type Options struct {
 	Secret []byte
 	// Sockets is the local realtime hub; nil means no sockets.
 	Sockets Sockets
+	// Actions are the operator actions FanOut can apply on every node.
+	Actions []Action
 	// OnDrain run once, in order, when this node starts draining: pause the
 	// claim loop, stop taking River jobs.
 	OnDrain []func()
-	// Rescued, if set, is called in the transaction that made a dead node's
-	// running jobs available again, to record it on their runs.
-	Rescued func(ctx context.Context, tx pgx.Tx, jobs []RescuedJob) error
+	// RescueJobs, if set, makes the running jobs of the given dead nodes
+	// (silent for longer than ExpireAfter) available again and says how
+	// many; the job queue's owner provides it. It runs after heartbeats,
+	// once this node may rescue, and before Reap deletes nodes.
+	RescueJobs func(ctx context.Context, deadNodes []string) (int, error)
+	// Work, if set, reports the job queue and the scheduler backlog for
+	// Status; their owners provide it. Nil reports zeros.
+	Work func(ctx context.Context) (Work, error)
 	// HeartbeatEvery is the beat period; ExpireAfter how long a silent node
 	// keeps its running jobs; ReapAfter how long before its row is deleted.
 	HeartbeatEvery time.Duration
@@ -89,12 +101,10 @@ type Cluster struct {
 	// without a break (Unix nanoseconds; 0 while they fail).
 	healthySince atomic.Int64
 	drainOnce    sync.Once
-	stopOnce     sync.Once
+	leaveOnce    sync.Once
 	metrics      *clusterMetrics
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	actions      map[string]Action
+	base         startstop.Base
 }
 
 // New builds the node's membership without starting it.
@@ -104,6 +114,9 @@ func New(opts Options) *Cluster {
 	opts.ReapAfter = cmp.Or(opts.ReapAfter, DefaultReapAfter)
 	opts.Name = cmp.Or(opts.Name, opts.NodeID)
 	opts.Version = cmp.Or(opts.Version, "dev")
+	if opts.Roles == nil {
+		opts.Roles = []string{} // the column is NOT NULL
+	}
 	if opts.Sockets == nil {
 		opts.Sockets = noSockets{}
 	}
@@ -116,7 +129,10 @@ func New(opts Options) *Cluster {
 	c := &Cluster{
 		opts: opts, logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)).With("component", "cluster"),
 		client: cmp.Or(opts.Client, NewHTTPClient()), startedAt: time.Now().UTC().Truncate(time.Microsecond),
-		metrics: newClusterMetrics(opts.Registry),
+		metrics: newClusterMetrics(opts.Registry), actions: map[string]Action{},
+	}
+	for _, a := range opts.Actions {
+		c.actions[a.Name] = a
 	}
 	c.addr.Store("")
 	return c
@@ -132,25 +148,28 @@ func (c *Cluster) self() Node {
 }
 
 // Start registers the node and starts heartbeating; it returns once the
-// node is registered.
+// node is registered. A second Start is refused (startstop.ErrStarted).
 func (c *Cluster) Start(ctx context.Context) error {
+	runCtx, err := c.base.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
 	c.addr.Store(c.opts.Addr())
 	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
-		return err
+		return fmt.Errorf("join the cluster: %w", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel, c.done = cancel, make(chan struct{})
-	go c.loop(loopCtx, c.done)
+	c.base.Go(func() { c.loop(runCtx) })
 	return nil
 }
 
-// Stop stops heartbeating and deregisters the node. Only the first call
-// does anything.
+// Stop stops heartbeating and deregisters the node (once, also after
+// StopHeartbeat). Before Start it does nothing.
 func (c *Cluster) Stop() {
-	c.stopOnce.Do(func() {
-		c.Halt()
+	if !c.base.Started() {
+		return
+	}
+	c.base.Stop()
+	c.leaveOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := nodeDelete(ctx, c.opts.DB, c.opts.NodeID); err != nil {
@@ -159,21 +178,12 @@ func (c *Cluster) Stop() {
 	})
 }
 
-// Halt stops heartbeating without deregistering, as a crashed process
-// would: the other nodes see it expire. Tests of failure handling use it.
-func (c *Cluster) Halt() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel = nil
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+// StopHeartbeat stops heartbeating but leaves the node registered, as a
+// crashed process would: the other nodes see it expire. Tests of failure
+// handling use it.
+func (c *Cluster) StopHeartbeat() { c.base.Stop() }
 
-func (c *Cluster) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (c *Cluster) loop(ctx context.Context) {
 	t := time.NewTicker(c.opts.HeartbeatEvery)
 	defer t.Stop()
 	failing := false
@@ -202,14 +212,16 @@ func (c *Cluster) beat(ctx context.Context) error {
 	defer cancel()
 	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
 		c.healthySince.Store(0)
-		return err
+		return fmt.Errorf("heartbeat: %w", err)
 	}
 	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
 	if !c.mayRescue() {
 		return nil
 	}
-	_, err := c.RescueDead(ctx)
-	return err
+	if _, err := c.RescueDead(ctx); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
 }
 
 // mayRescue is false until this node has heartbeated without a break for
@@ -221,31 +233,25 @@ func (c *Cluster) mayRescue() bool {
 	return since != 0 && time.Since(time.Unix(0, since)) > c.opts.ExpireAfter
 }
 
-// RescueDead makes the running jobs of nodes silent for longer than
-// ExpireAfter available again now, and records it through Options.Rescued.
-func (c *Cluster) RescueDead(ctx context.Context) ([]RescuedJob, error) {
-	tx, err := c.opts.DB.Begin(ctx)
+// RescueDead hands the nodes silent for longer than ExpireAfter to
+// Options.RescueJobs and returns how many jobs it rescued.
+func (c *Cluster) RescueDead(ctx context.Context) (int, error) {
+	if c.opts.RescueJobs == nil {
+		return 0, nil
+	}
+	dead, err := nodesExpired(ctx, c.opts.DB, c.opts.ExpireAfter)
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("rescue the jobs of dead nodes: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	jobs, err := jobsRescue(ctx, tx, c.opts.ExpireAfter, c.opts.NodeID)
-	if err != nil || len(jobs) == 0 {
-		return nil, err
+	if len(dead) == 0 {
+		return 0, nil
 	}
-	if c.opts.Rescued != nil {
-		if err := c.opts.Rescued(ctx, tx, jobs); err != nil {
-			return nil, err
-		}
+	n, err := c.opts.RescueJobs(ctx, dead)
+	if err != nil {
+		return 0, fmt.Errorf("rescue the jobs of dead nodes: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
-	}
-	for _, j := range jobs {
-		c.logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
-	}
-	c.metrics.rescued.Add(float64(len(jobs)))
-	return jobs, nil
+	c.metrics.rescued.Add(float64(n))
+	return n, nil
 }
 
 // Reap rescues the jobs of dead nodes and deletes nodes silent for longer
@@ -255,7 +261,7 @@ func (c *Cluster) Reap(ctx context.Context) (int64, error) {
 		return 0, nil // reaping, too, waits until the others had time to beat
 	}
 	if _, err := c.RescueDead(ctx); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("reap nodes: %w", err)
 	}
 	return nodesReap(ctx, c.opts.DB, c.opts.ReapAfter)
 }
@@ -291,6 +297,5 @@ func (c *Cluster) DrainLocal(ctx context.Context) {
 type noSockets struct{}
 
 func (noSockets) LocalConnections() int                  { return 0 }
-func (noSockets) DisconnectUserLocal(string) int         { return 0 }
 func (noSockets) RoomMembersLocal(string) map[string]int { return nil }
 func (noSockets) DrainLocal()                            {}

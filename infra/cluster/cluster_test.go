@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,15 +9,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
 	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // fakeSockets stands in for the realtime hub of one node.
 type fakeSockets struct {
@@ -94,18 +95,57 @@ type testNode struct {
 	srv     *httptest.Server
 	sockets *fakeSockets
 	drained chan struct{}
+	rescue  *rescueHook
+
+	workMu sync.Mutex
+	work   Work // what its Work hook reports
+}
+
+// rescueHook records the dead nodes a node's RescueJobs hook was given.
+type rescueHook struct {
+	mu   sync.Mutex
+	dead map[string]bool
+}
+
+func (h *rescueHook) rescue(_ context.Context, dead []string) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range dead {
+		h.dead[id] = true
+	}
+	return len(dead), nil
+}
+
+func (h *rescueHook) saw(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dead[id]
+}
+
+func (n *testNode) setWork(w Work) {
+	n.workMu.Lock()
+	defer n.workMu.Unlock()
+	n.work = w
+}
+
+func (n *testNode) reportWork(context.Context) (Work, error) {
+	n.workMu.Lock()
+	defer n.workMu.Unlock()
+	return n.work, nil
 }
 
 // startNode starts a node on pool; it deregisters when the test ends.
 func startNode(t testing.TB, pool *pgxpool.Pool) *testNode {
 	t.Helper()
-	n := &testNode{sockets: newFakeSockets(), drained: make(chan struct{})}
+	n := &testNode{sockets: newFakeSockets(), drained: make(chan struct{}), rescue: &rescueHook{dead: map[string]bool{}}}
 	mux := http.NewServeMux()
 	n.srv = httptest.NewServer(mux)
 	n.Cluster = New(Options{
 		DB: pool, NodeID: uuid.NewString(), Roles: []string{"web", "worker"}, Version: "test",
 		Addr: func() string { return n.srv.Listener.Addr().String() }, Secret: testSecret, Sockets: n.sockets,
-		OnDrain:        []func(){func() { close(n.drained) }},
+		OnDrain:    []func(){func() { close(n.drained) }},
+		Actions:    []Action{{Name: "disconnect", Apply: func(_ context.Context, user string) int { return n.sockets.DisconnectUserLocal(user) }}},
+		RescueJobs: n.rescue.rescue, Work: n.reportWork,
 		HeartbeatEvery: 100 * time.Millisecond, ExpireAfter: time.Second, ReapAfter: 2 * time.Second,
 	})
 	mux.Handle(InternalPrefix+"/", n.Handler())
@@ -118,7 +158,7 @@ func startNode(t testing.TB, pool *pgxpool.Pool) *testNode {
 
 // crash stops heartbeats and the HTTP server without deregistering.
 func (n *testNode) crash() {
-	n.Halt()
+	n.StopHeartbeat()
 	n.srv.Close()
 }
 
@@ -188,61 +228,19 @@ func TestMembership(t *testing.T) {
 	})
 }
 
-// insertRunningJob puts a job in River's table as if node had fetched it.
-func insertRunningJob(t *testing.T, q db.DB, node string, attempt, maxAttempts int) int64 {
-	t.Helper()
-	var id int64
-	err := q.QueryRow(context.Background(), `
-		INSERT INTO river_job (args, kind, max_attempts, queue, state, attempt, attempted_at, attempted_by, priority)
-		VALUES ('{"run_id":"x"}', 'task_run', $3, 'default', 'running', $2, now(), ARRAY['someone-before', $1], 1)
-		RETURNING id`, node, attempt, maxAttempts).Scan(&id)
-	if err != nil {
-		t.Fatalf("insert job: %v", err)
-	}
-	return id
-}
-
-func jobState(t *testing.T, q db.DB, id int64) (state string, errs int, finalized bool) {
-	t.Helper()
-	err := q.QueryRow(context.Background(), `SELECT state::text, coalesce(array_length(errors, 1), 0), finalized_at IS NOT NULL FROM river_job WHERE id = $1`, id).
-		Scan(&state, &errs, &finalized)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return state, errs, finalized
-}
-
 func TestRescueDead(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
 	live, dead := startNode(t, pool), startNode(t, pool)
-	liveJob := insertRunningJob(t, pool, live.NodeID(), 1, 3)
-	retry := insertRunningJob(t, pool, dead.NodeID(), 1, 3)
-	spent := insertRunningJob(t, pool, dead.NodeID(), 3, 3)
-
-	if jobs, err := live.RescueDead(context.Background()); err != nil || len(jobs) != 0 {
-		t.Fatalf("rescue while every node beats: %v %v", jobs, err)
+	if n, err := live.RescueDead(context.Background()); err != nil || n != 0 || live.rescue.saw(dead.NodeID()) {
+		t.Fatalf("rescue while every node beats: %d %v", n, err)
 	}
 	dead.crash()
 	start := time.Now()
-	testwait.For(t, 5*time.Second, "the dead node's jobs to be rescued by heartbeats", func() bool {
-		s, _, _ := jobState(t, pool, retry)
-		return s != "running"
-	})
+	testwait.For(t, 5*time.Second, "heartbeats to hand the dead node to RescueJobs", func() bool { return live.rescue.saw(dead.NodeID()) })
 	t.Logf("rescued %s after the crash (expiry %s)", time.Since(start).Round(time.Millisecond), live.opts.ExpireAfter)
-	if s, errs, fin := jobState(t, pool, retry); s != "available" || errs != 1 || fin {
-		t.Fatalf("job with attempts left: %s, %d errors, finalized %v", s, errs, fin)
-	}
-	if s, _, fin := jobState(t, pool, spent); s != "discarded" || !fin {
-		t.Fatalf("job with attempts spent: %s, finalized %v", s, fin)
-	}
-	if s, _, _ := jobState(t, pool, liveJob); s != "running" {
-		t.Fatalf("live node's job: %s", s)
-	}
-	var msg string
-	_ = pool.QueryRow(context.Background(), `SELECT errors[1]->>'error' FROM river_job WHERE id = $1`, retry).Scan(&msg)
-	if msg == "" {
-		t.Fatal("no error recorded on the rescued job")
+	if live.rescue.saw(live.NodeID()) {
+		t.Fatal("a live node was handed to RescueJobs")
 	}
 }
 
@@ -254,7 +252,6 @@ func TestNoRescueRightAfterAnOutage(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.NewPool(t)
 	first, other := startNode(t, pool), startNode(t, pool)
-	job := insertRunningJob(t, pool, other.NodeID(), 1, 3)
 	other.crash()               // stands for a live node whose next beat has not come yet
 	first.healthySince.Store(0) // as after failed beats during the outage
 	if _, err := pool.Exec(ctx, `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour'`); err != nil {
@@ -266,51 +263,31 @@ func TestNoRescueRightAfterAnOutage(t *testing.T) {
 	if n, err := first.Reap(ctx); err != nil || n != 0 {
 		t.Fatalf("reap right after the outage: %d %v", n, err)
 	}
-	if s, _, _ := jobState(t, pool, job); s != "running" {
-		t.Fatalf("the other node's job was taken right after the outage: %s", s)
+	if first.rescue.saw(other.NodeID()) {
+		t.Fatal("the other node's jobs were taken right after the outage")
 	}
 }
 
-func TestRescuedHookRunsInTheTransaction(t *testing.T) {
+func TestClusterStartStop(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.NewPool(t)
-	dead := startNode(t, pool)
-	job := insertRunningJob(t, pool, dead.NodeID(), 1, 3)
-	dead.crash()
-	if _, err := pool.Exec(context.Background(), `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 minute'`); err != nil {
-		t.Fatal(err)
-	}
-	var got []RescuedJob
-	c := New(Options{DB: pool, NodeID: uuid.NewString(), Rescued: func(ctx context.Context, tx pgx.Tx, jobs []RescuedJob) error {
-		got = jobs
-		return errors.New("recording failed")
-	}})
-	if _, err := c.RescueDead(context.Background()); err == nil {
-		t.Fatal("hook error not returned")
-	}
-	if s, _, _ := jobState(t, pool, job); s != "running" || len(got) != 1 || got[0].ID != job || got[0].DeadNode != dead.NodeID() {
-		t.Fatalf("after a failing hook: state %s, hook saw %+v", s, got)
-	}
-}
+	startstoptest.Stress(t, func(*testing.T) startstop.Service {
+		return New(Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret, HeartbeatEvery: 10 * time.Millisecond})
+	})
 
-func TestSchedulerBacklog(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	tx := dbtest.NewTx(t)
-	if s, err := schedulerBacklog(ctx, tx); err != nil || s.DueTasks != 0 || s.OldestDueAgeMS != 0 {
-		t.Fatalf("no tasks: %+v %v", s, err)
-	}
-	_, err := tx.Exec(ctx, `
-		WITH u AS (INSERT INTO users (email, password_hash) VALUES ('backlog@example.com', 'x') RETURNING id)
-		INSERT INTO tasks (owner_id, name, schedule, action, signing_secret, active, next_run_at)
-		SELECT u.id, n.name, '@every 1s', '{"type":"publish","event":"x"}', 'whsec_x', n.active, now() + n.due
-		FROM u, (VALUES ('late', true, interval '-5 seconds'), ('later', true, interval '-1 second'),
-			('future', true, interval '1 hour'), ('paused', false, interval '-1 hour')) AS n(name, active, due)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schedulerBacklog(ctx, tx)
-	if err != nil || s.DueTasks != 2 || s.OldestDueAgeMS < 5000 || s.OldestDueAgeMS > 60000 {
-		t.Fatalf("backlog: %+v %v", s, err)
-	}
+	t.Run("StopHeartbeatThenStopDeregisters", func(t *testing.T) {
+		t.Parallel()
+		c := New(Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret})
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		c.StopHeartbeat()
+		if _, ok := nodeRow(t, pool, c.NodeID()); !ok {
+			t.Fatal("StopHeartbeat deregistered the node")
+		}
+		c.Stop()
+		if _, ok := nodeRow(t, pool, c.NodeID()); ok {
+			t.Fatal("Stop after StopHeartbeat left the node registered")
+		}
+	})
 }

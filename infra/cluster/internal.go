@@ -17,7 +17,7 @@ func (c *Cluster) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/status", c.forSelf("status", c.serveStatus))
 	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/presence", c.forSelf("presence", c.servePresence))
-	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/users/{user}/disconnect", c.forSelf("disconnect", c.serveDisconnect))
+	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/actions/{action}", c.forSelf("action", c.serveAction))
 	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/drain", c.forSelf("drain", c.serveDrain))
 	return requireSignature(c.opts.Secret, mux)
 }
@@ -74,14 +74,6 @@ func (c *Cluster) roomMembersLocal(room string) map[string]int {
 		m = map[string]int{}
 	}
 	return m
-}
-
-type localDisconnect struct {
-	Closed int `json:"closed"`
-}
-
-func (c *Cluster) serveDisconnect(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, localDisconnect{Closed: c.opts.Sockets.DisconnectUserLocal(r.PathValue("user"))})
 }
 
 type drainAck struct {

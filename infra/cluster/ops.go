@@ -29,6 +29,30 @@ type NodeStatus struct {
 	Error          string    `json:"error,omitempty" doc:"why the node is unreachable"`
 }
 
+// QueueCounts are River jobs by state.
+type QueueCounts struct {
+	Available int64 `json:"available"`
+	Running   int64 `json:"running"`
+	Scheduled int64 `json:"scheduled"`
+	Retryable int64 `json:"retryable"`
+	Discarded int64 `json:"discarded"`
+}
+
+// SchedulerStatus is the backlog of due tasks the claim loops have not
+// claimed yet.
+type SchedulerStatus struct {
+	DueTasks       int64 `json:"due_tasks" doc:"active tasks whose next run is due"`
+	OldestDueAgeMS int64 `json:"oldest_due_age_ms" doc:"how long the oldest due task has waited"`
+}
+
+// Work is what Options.Work reports for the status: the job queue, the
+// running jobs by the node that fetched them, the scheduler backlog.
+type Work struct {
+	Queue         QueueCounts
+	RunningByNode map[string]int
+	Scheduler     SchedulerStatus
+}
+
 // Status is the whole cluster as one node sees it.
 type Status struct {
 	Nodes     []NodeStatus    `json:"nodes"`
@@ -42,7 +66,7 @@ type Status struct {
 func (c *Cluster) nodes(ctx context.Context) ([]Node, error) {
 	nodes, err := nodeList(ctx, c.opts.DB)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read membership: %w", err)
 	}
 	if !slices.ContainsFunc(nodes, func(n Node) bool { return n.ID == c.opts.NodeID }) {
 		nodes = append(nodes, c.self())
@@ -56,33 +80,31 @@ func (c *Cluster) nodes(ctx context.Context) ([]Node, error) {
 func (c *Cluster) Status(ctx context.Context) (Status, error) {
 	nodes, err := c.nodes(ctx)
 	if err != nil {
-		return Status{}, err
+		return Status{}, fmt.Errorf("cluster status: %w", err)
 	}
-	var st Status
-	var running map[string]int
-	dbDone := make(chan error, 1)
+	var work Work
+	workDone := make(chan error, 1)
 	go func() {
 		var err error
-		if st.Queue, err = queueCounts(ctx, c.opts.DB); err == nil {
-			if running, err = jobsRunningByNode(ctx, c.opts.DB); err == nil {
-				st.Scheduler, err = schedulerBacklog(ctx, c.opts.DB)
-			}
+		if c.opts.Work != nil {
+			work, err = c.opts.Work(ctx)
 		}
-		dbDone <- err
+		workDone <- err
 	}()
 	answers := gather(ctx, c, nodes, GatherBudget, c.localStatus, func(ctx context.Context, n Node) (localStatus, error) {
 		var ls localStatus
-		err := c.call(ctx, "status", n, http.MethodGet, nodePath(n, "/status"), &ls)
+		err := c.callNode(ctx, "status", n, http.MethodGet, nodePath(n, "/status"), &ls)
 		return ls, err
 	})
-	if err := <-dbDone; err != nil {
-		return Status{}, err
+	if err := <-workDone; err != nil {
+		return Status{}, fmt.Errorf("cluster status: %w", err)
 	}
+	st := Status{Queue: work.Queue, Scheduler: work.Scheduler}
 	st.Nodes = make([]NodeStatus, 0, len(answers))
 	for _, a := range answers {
 		ns := NodeStatus{ID: a.node.ID, Name: a.node.Name, Addr: a.node.Addr, Roles: a.node.Roles, Version: a.node.Version,
 			StartedAt: a.node.StartedAt, HeartbeatAgeMS: a.node.HeartbeatAge.Milliseconds(), Reachable: a.err == nil,
-			Draining: a.node.Draining, JobsRunning: running[a.node.ID]}
+			Draining: a.node.Draining, JobsRunning: work.RunningByNode[a.node.ID]}
 		if a.err == nil {
 			ns.Draining, ns.WSConnections = a.val.Draining, a.val.WSConnections
 		} else {
@@ -92,39 +114,6 @@ func (c *Cluster) Status(ctx context.Context) (Status, error) {
 		st.Nodes = append(st.Nodes, ns)
 	}
 	return st, nil
-}
-
-// DisconnectResult says which nodes closed the user's sockets.
-type DisconnectResult struct {
-	Acked  []string `json:"acked" doc:"ids of the nodes that applied it"`
-	Failed []string `json:"failed" doc:"ids of the nodes that did not answer"`
-	Closed int      `json:"closed" doc:"sockets closed, over all nodes that acked"`
-}
-
-// DisconnectUser closes userID's sockets on every node.
-func (c *Cluster) DisconnectUser(ctx context.Context, userID string) (DisconnectResult, error) {
-	nodes, err := c.nodes(ctx)
-	if err != nil {
-		return DisconnectResult{}, err
-	}
-	answers := gather(ctx, c, nodes, ActionBudget,
-		func() localDisconnect { return localDisconnect{Closed: c.opts.Sockets.DisconnectUserLocal(userID)} },
-		func(ctx context.Context, n Node) (localDisconnect, error) {
-			var ld localDisconnect
-			err := c.call(ctx, "disconnect", n, http.MethodPost, nodePath(n, "/users/"+url.PathEscape(userID)+"/disconnect"), &ld)
-			return ld, err
-		})
-	res := DisconnectResult{Acked: []string{}, Failed: []string{}}
-	for _, a := range answers {
-		if a.err != nil {
-			c.logger.Warn("disconnect not applied on a node", "node", a.node.ID, "error", a.err)
-			res.Failed = append(res.Failed, a.node.ID)
-			continue
-		}
-		res.Acked = append(res.Acked, a.node.ID)
-		res.Closed += a.val.Closed
-	}
-	return res, nil
 }
 
 // ErrUnknownNode is a node id that is not registered.
@@ -145,13 +134,13 @@ func (c *Cluster) Drain(ctx context.Context, id string) error {
 		return ErrUnknownNode
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("drain node %s: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, ActionBudget)
 	defer cancel()
 	var ack drainAck
-	if err := c.call(ctx, "drain", n, http.MethodPost, nodePath(n, "/drain"), &ack); err != nil {
-		return err
+	if err := c.callNode(ctx, "drain", n, http.MethodPost, nodePath(n, "/drain"), &ack); err != nil {
+		return fmt.Errorf("drain node %s: %w", id, err)
 	}
 	if !ack.Acked {
 		return &CallError{Node: id, Err: fmt.Errorf("the node did not ack")}
@@ -178,13 +167,13 @@ type Presence struct {
 func (c *Cluster) Presence(ctx context.Context, room string) (Presence, error) {
 	nodes, err := c.nodes(ctx)
 	if err != nil {
-		return Presence{}, err
+		return Presence{}, fmt.Errorf("room presence: %w", err)
 	}
 	answers := gather(ctx, c, nodes, GatherBudget,
 		func() localPresence { return localPresence{Users: c.roomMembersLocal(room)} },
 		func(ctx context.Context, n Node) (localPresence, error) {
 			var lp localPresence
-			err := c.call(ctx, "presence", n, http.MethodGet, nodePath(n, "/presence?"+url.Values{"room": {room}}.Encode()), &lp)
+			err := c.callNode(ctx, "presence", n, http.MethodGet, nodePath(n, "/presence?"+url.Values{"room": {room}}.Encode()), &lp)
 			return lp, err
 		})
 	p := Presence{Room: room, Users: []PresenceUser{}, UnavailableNodes: []string{}}

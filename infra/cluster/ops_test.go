@@ -30,13 +30,15 @@ func TestStatus(t *testing.T) {
 		nodes := threeNodes(t)
 		nodes[1].sockets.connect("u1")
 		nodes[1].sockets.connect("u2")
-		insertRunningJob(t, nodes[0].opts.DB, nodes[2].NodeID(), 1, 3)
+		for _, n := range nodes { // the job queue's figures, as its owner reports them
+			n.setWork(Work{Queue: QueueCounts{Running: 1}, RunningByNode: map[string]int{nodes[2].NodeID(): 1}, Scheduler: SchedulerStatus{DueTasks: 3}})
+		}
 		for _, from := range nodes {
 			st, err := from.Status(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Nodes) != 3 || st.Degraded || st.Queue.Running != 1 {
+			if len(st.Nodes) != 3 || st.Degraded || st.Queue.Running != 1 || st.Scheduler.DueTasks != 3 {
 				t.Fatalf("status from %s: %+v", from.NodeID(), st)
 			}
 			for _, ns := range st.Nodes {
@@ -130,7 +132,7 @@ func blackhole(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func TestDisconnectUser(t *testing.T) {
+func TestFanOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
@@ -142,11 +144,11 @@ func TestDisconnectUser(t *testing.T) {
 			n.sockets.connect("bob")
 		}
 		nodes[2].sockets.connect("alice")
-		res, err := nodes[1].DisconnectUser(ctx, "alice")
+		res, err := nodes[1].FanOut(ctx, "disconnect", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Closed != 4 || len(res.Acked) != 3 || len(res.Failed) != 0 {
+		if res.Affected != 4 || len(res.Acked) != 3 || len(res.Failed) != 0 {
 			t.Fatalf("result: %+v", res)
 		}
 		for i, n := range nodes {
@@ -163,12 +165,23 @@ func TestDisconnectUser(t *testing.T) {
 			n.sockets.connect("alice")
 		}
 		nodes[0].crash()
-		res, err := nodes[1].DisconnectUser(ctx, "alice")
+		res, err := nodes[1].FanOut(ctx, "disconnect", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Closed != 2 || !slices.Equal(res.Failed, []string{nodes[0].NodeID()}) || len(res.Acked) != 2 {
+		if res.Affected != 2 || !slices.Equal(res.Failed, []string{nodes[0].NodeID()}) || len(res.Acked) != 2 {
 			t.Fatalf("result: %+v", res)
+		}
+	})
+
+	t.Run("an action no node registered is refused", func(t *testing.T) {
+		t.Parallel()
+		nodes := threeNodes(t)
+		if _, err := nodes[0].FanOut(ctx, "reboot", "x"); !errors.Is(err, ErrUnknownAction) {
+			t.Fatalf("unknown action: %v", err)
+		}
+		if nodes[0].CallsSent() != 0 {
+			t.Fatal("an unknown action was sent to other nodes")
 		}
 	})
 }
@@ -297,7 +310,7 @@ func TestSignedCallsAreNotFannedOut(t *testing.T) {
 	for _, path := range []struct{ method, path string }{
 		{http.MethodGet, nodePath(self, "/status")},
 		{http.MethodGet, nodePath(self, "/presence?room=lobby")},
-		{http.MethodPost, nodePath(self, "/users/alice/disconnect")},
+		{http.MethodPost, nodePath(self, "/actions/disconnect?arg=alice")},
 		{http.MethodPost, nodePath(self, "/drain")},
 	} {
 		req, _ := http.NewRequest(path.method, target.srv.URL+path.path, nil)

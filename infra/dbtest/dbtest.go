@@ -1,9 +1,11 @@
 // Package dbtest gives tests real, isolated PostgreSQL databases fast enough
 // that nobody is tempted to mock: a template database built once from the
-// real migrations (named by their hash, built under an advisory lock), cloned
-// per test with STRATEGY FILE_COPY, or a rolled-back transaction. It also
-// holds the fixtures every package's tests share (User, Task: see
-// factory.go) and the Logger they hand to what they start.
+// real migrations (named by their hash, built under an advisory lock; the
+// migrations are handed in by Main, so this package imports nothing of the
+// project outside infra), cloned per test with STRATEGY FILE_COPY, or a
+// rolled-back transaction. It also holds the fixtures every package's tests
+// share (User, Task: see factory.go) and the Logger they hand to what they
+// start.
 //
 // The server is TEST_DATABASE_URL's when set; otherwise one throwaway server
 // started with the embedded launcher and shared by every package binary of a
@@ -14,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +31,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/migrations"
 )
 
 var (
@@ -37,16 +39,25 @@ var (
 	serverURL string // maintenance database URL of the server in use
 	template  string // name of the migrated template database
 
+	schemaHash    string      // of the migrations, from Main
+	schemaMigrate MigrateFunc // the migrations, from Main
+
 	txOnce sync.Once
 	txPool *pgxpool.Pool
 	txDB   string
 	txErr  error
 )
 
-// Main runs a package's tests and then releases the shared server; call it
-// from TestMain. Without it everything works, the server just stays up for
-// the next run.
-func Main(m *testing.M) {
+// MigrateFunc applies the migrations to a database (migrations.Migrate).
+type MigrateFunc func(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
+
+// Main runs a package's tests against templates built by migrate (hash
+// names the schema: migrations.Hash()) and then releases the shared
+// server. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
+func Main(m *testing.M, hash string, migrate MigrateFunc) {
+	schemaHash, schemaMigrate = hash, migrate
 	code := m.Run()
 	if txPool != nil {
 		txPool.Close()
@@ -60,6 +71,10 @@ func setup() error {
 	setupOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
+		if schemaMigrate == nil {
+			setupErr = errors.New("no migrations: call dbtest.Main(m, migrations.Hash(), migrations.Migrate) from TestMain")
+			return
+		}
 		serverURL, setupErr = server(ctx)
 		if setupErr != nil {
 			return
@@ -80,7 +95,7 @@ func server(ctx context.Context) (string, error) {
 // builder migrates a scratch database and renames it, so a crashed build
 // never leaves a half-migrated template behind.
 func ensureTemplate(ctx context.Context, adminURL string) (string, error) {
-	name := "sbtpl_" + migrations.Hash()
+	name := "sbtpl_" + schemaHash
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		return "", fmt.Errorf("dbtest: connect: %w", err)
@@ -105,7 +120,7 @@ func ensureTemplate(ctx context.Context, adminURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = migrations.Migrate(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err = schemaMigrate(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	pool.Close()
 	if err != nil {
 		return "", fmt.Errorf("dbtest: migrate template: %w", err)

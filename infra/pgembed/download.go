@@ -30,7 +30,7 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 	if port == 0 {
 		var err error
 		if port, err = freeport.Port(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("embedded postgres port: %w", err)
 		}
 	}
 	cfg := embeddedpostgres.DefaultConfig().
@@ -56,7 +56,7 @@ func startDownloaded(ctx context.Context, opts Options, password string) (*Serve
 	}
 	if err := ensureDatabase(ctx, s.adminURL(), opts.Database); err != nil {
 		_ = pg.Stop()
-		return nil, err
+		return nil, fmt.Errorf("embedded postgres database: %w", err)
 	}
 	return s, nil
 }

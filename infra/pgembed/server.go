@@ -89,7 +89,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	password, err := readOrCreateSecret(filepath.Join(dir, "postgres.password"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres password: %w", err)
 	}
 	binDir := FindBinDir()
 	if binDir == "" {
@@ -97,25 +97,25 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	acct, err := runAccount()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres account: %w", err)
 	}
 	pgdata, err := dataDir(dir, acct)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres data dir: %w", err)
 	}
 	if s, ok := attach(ctx, pgdata, password, opts); ok {
 		return s, nil
 	}
 	if err := initdb(ctx, binDir, pgdata, password, acct, opts.Logger); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("initialise embedded postgres: %w", err)
 	}
 	s, err := launch(ctx, binDir, pgdata, password, acct, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("launch embedded postgres: %w", err)
 	}
 	if err := ensureDatabase(ctx, s.adminURL(), opts.Database); err != nil {
 		_ = s.Stop()
-		return nil, err
+		return nil, fmt.Errorf("embedded postgres database: %w", err)
 	}
 	return s, nil
 }
@@ -152,14 +152,14 @@ func (s *Server) Stop() error {
 func StopPID(pgdata string) error {
 	pid, _, err := readPostmasterPID(pgdata)
 	if err != nil {
-		return err
+		return fmt.Errorf("read postmaster.pid: %w", err)
 	}
 	p, err := os.FindProcess(pid)
 	if err != nil {
-		return err
+		return fmt.Errorf("find postgres process %d: %w", pid, err)
 	}
 	if err := p.Signal(syscall.SIGINT); err != nil {
-		return err
+		return fmt.Errorf("stop postgres process %d: %w", pid, err)
 	}
 	for range 150 {
 		if !alive(pid) {
@@ -175,7 +175,7 @@ func launch(ctx context.Context, binDir, pgdata, password string, acct *account,
 	if port == 0 {
 		var err error
 		if port, err = freeport.Port(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("embedded postgres port: %w", err)
 		}
 	}
 	logFile, err := os.OpenFile(filepath.Join(opts.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -253,7 +253,7 @@ func attach(ctx context.Context, pgdata, password string, opts Options) (*Server
 func readPostmasterPID(pgdata string) (pid, port int, err error) {
 	f, err := os.Open(filepath.Join(pgdata, "postmaster.pid"))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("open postmaster.pid: %w", err)
 	}
 	defer f.Close()
 	var lines []string
@@ -265,10 +265,13 @@ func readPostmasterPID(pgdata string) (pid, port int, err error) {
 		return 0, 0, errors.New("postmaster.pid is incomplete")
 	}
 	if pid, err = strconv.Atoi(lines[0]); err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("postmaster.pid pid: %w", err)
 	}
 	port, err = strconv.Atoi(lines[3])
-	return pid, port, err
+	if err != nil {
+		return 0, 0, fmt.Errorf("postmaster.pid port: %w", err)
+	}
+	return pid, port, nil
 }
 
 func alive(pid int) bool {
@@ -289,7 +292,7 @@ func initdb(ctx context.Context, binDir, pgdata, password string, acct *account,
 	}
 	pwFile := filepath.Join(filepath.Dir(pgdata), ".initdb-pw")
 	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
-		return err
+		return fmt.Errorf("write initdb password file: %w", err)
 	}
 	defer os.Remove(pwFile)
 	if acct != nil {
@@ -346,7 +349,7 @@ func readOrCreateSecret(path string) (string, error) {
 // embedded mode's JWT and cluster secrets survive restarts this way.
 func Secret(dir, name string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	return readOrCreateSecret(filepath.Join(dir, name))
 }

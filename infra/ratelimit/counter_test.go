@@ -10,9 +10,10 @@ import (
 	"github.com/go-chi/httprate"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 const testLength = 1600 * time.Millisecond
 

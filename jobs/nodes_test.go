@@ -1,0 +1,116 @@
+package jobs
+
+import (
+	"context"
+	"testing"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
+)
+
+// insertRunningJob puts a job in River's table as if node had fetched it.
+func insertRunningJob(t *testing.T, q db.DB, args, node string, attempt, maxAttempts int) int64 {
+	t.Helper()
+	var id int64
+	err := q.QueryRow(context.Background(), `
+		INSERT INTO river_job (args, kind, max_attempts, queue, state, attempt, attempted_at, attempted_by, priority)
+		VALUES ($1, 'task_run', $4, 'default', 'running', $3, now(), ARRAY['someone-before', $2], 1)
+		RETURNING id`, args, node, attempt, maxAttempts).Scan(&id)
+	if err != nil {
+		t.Fatalf("insert job: %v", err)
+	}
+	return id
+}
+
+func jobState(t *testing.T, q db.DB, id int64) (state string, errs int, finalized bool) {
+	t.Helper()
+	err := q.QueryRow(context.Background(), `SELECT state::text, coalesce(array_length(errors, 1), 0), finalized_at IS NOT NULL FROM river_job WHERE id = $1`, id).
+		Scan(&state, &errs, &finalized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state, errs, finalized
+}
+
+func TestNodeJobsRescue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("the dead nodes' jobs and their runs, nobody else's", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+		retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		for _, id := range []string{retried.ID, spent.ID} {
+			if _, err := StartRun(ctx, b.pool, id, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		liveJob := insertRunningJob(t, b.pool, `{"run_id":"`+retried.ID+`"}`, "live", 1, 3)
+		retry := insertRunningJob(t, b.pool, `{"run_id":"`+retried.ID+`"}`, "dead", 1, 3)
+		discard := insertRunningJob(t, b.pool, `{"run_id":"`+spent.ID+`"}`, "dead", 3, 3)
+		n, err := NodeJobs{DB: b.pool, NodeID: "rescuer"}.Rescue(ctx, []string{"dead"})
+		if err != nil || n != 2 {
+			t.Fatalf("rescued %d: %v", n, err)
+		}
+		if s, errs, fin := jobState(t, b.pool, retry); s != "available" || errs != 1 || fin {
+			t.Fatalf("job with attempts left: %s, %d errors, finalized %v", s, errs, fin)
+		}
+		if s, _, fin := jobState(t, b.pool, discard); s != "discarded" || !fin {
+			t.Fatalf("job with attempts spent: %s, finalized %v", s, fin)
+		}
+		if s, _, _ := jobState(t, b.pool, liveJob); s != "running" {
+			t.Fatalf("live node's job: %s", s)
+		}
+		var msg string
+		_ = b.pool.QueryRow(ctx, `SELECT errors[1]->>'error' FROM river_job WHERE id = $1`, retry).Scan(&msg)
+		if msg != "node dead stopped heartbeating while running this job; rescued by node rescuer" {
+			t.Fatalf("error recorded on the rescued job: %q", msg)
+		}
+		for id, want := range map[string]string{retried.ID: StatusQueued, spent.ID: StatusFailed} {
+			if r, err := GetRun(ctx, b.pool, b.owner, id); err != nil || r.Status != want {
+				t.Fatalf("run %s: %+v %v, want %s", id, r, err, want)
+			}
+		}
+	})
+
+	t.Run("the runs are recorded in the rescue's transaction", func(t *testing.T) {
+		t.Parallel()
+		pool := dbtest.NewPool(t)
+		job := insertRunningJob(t, pool, `{"run_id":"x"}`, "dead", 1, 3) // not a run id: recording fails
+		if _, err := (NodeJobs{DB: pool, NodeID: "rescuer"}).Rescue(ctx, []string{"dead"}); err == nil {
+			t.Fatal("recording error not returned")
+		}
+		if s, _, _ := jobState(t, pool, job); s != "running" {
+			t.Fatalf("after a failed recording the job is %s: the rescue committed without its runs", s)
+		}
+	})
+}
+
+func TestNodeJobsWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.NewTx(t)
+	w, err := NodeJobs{DB: tx}.Work(ctx)
+	if err != nil || w.Queue.Running != 0 || len(w.RunningByNode) != 0 || w.Scheduler.DueTasks != 0 || w.Scheduler.OldestDueAgeMS != 0 {
+		t.Fatalf("empty: %+v %v", w, err)
+	}
+	insertRunningJob(t, tx, `{}`, "node-a", 1, 3)
+	_, err = tx.Exec(ctx, `
+		WITH u AS (INSERT INTO users (email, password_hash) VALUES ('backlog@example.com', 'x') RETURNING id)
+		INSERT INTO tasks (owner_id, name, schedule, action, signing_secret, active, next_run_at)
+		SELECT u.id, n.name, '@every 1s', '{"type":"publish","event":"x"}', 'whsec_x', n.active, now() + n.due
+		FROM u, (VALUES ('late', true, interval '-5 seconds'), ('later', true, interval '-1 second'),
+			('future', true, interval '1 hour'), ('paused', false, interval '-1 hour')) AS n(name, active, due)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = NodeJobs{DB: tx}.Work(ctx)
+	if err != nil || w.Queue.Running != 1 || w.RunningByNode["node-a"] != 1 {
+		t.Fatalf("queue: %+v %v", w, err)
+	}
+	if s := w.Scheduler; s.DueTasks != 2 || s.OldestDueAgeMS < 5000 || s.OldestDueAgeMS > 60000 {
+		t.Fatalf("backlog: %+v", s)
+	}
+}

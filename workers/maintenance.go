@@ -1,0 +1,64 @@
+package workers
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/realtime"
+)
+
+// DefaultRunRetention is how long finished runs are kept by default.
+const DefaultRunRetention = 30 * 24 * time.Hour
+
+// Maintenance declares every periodic housekeeping task of the service, in
+// one place: adding one is one entry here (and, if it needs something new,
+// a field of Options). A task whose dependency is not configured is left
+// out.
+func Maintenance(o Options) []MaintenanceTask {
+	var tasks []MaintenanceTask
+	if o.DB != nil {
+		tasks = append(tasks,
+			PruneRunsTask(o.DB, o.RunRetention),
+			dbTask("reap_ws_tickets", time.Minute, o.DB, realtime.ReapTickets),
+			dbTask("delete_spilled_bus_messages", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {
+				return realtime.DeleteSpilled(ctx, q, realtime.SpillRetention)
+			}))
+	}
+	if o.DB != nil && o.RateLimitRetention > 0 {
+		tasks = append(tasks, dbTask("ratelimit_prune", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {
+			return ratelimit.Prune(ctx, q, time.Now().Add(-o.RateLimitRetention))
+		}))
+	}
+	if o.ReapNodes != nil {
+		// Nodes silent for over a minute, their running jobs rescued first
+		// should no heartbeat have done it.
+		tasks = append(tasks, MaintenanceTask{Name: "reap_cluster_nodes", Every: time.Minute, Run: o.ReapNodes})
+	}
+	return tasks
+}
+
+// PruneRunsTask deletes finished runs older than retention (default
+// DefaultRunRetention) every hour.
+func PruneRunsTask(q db.DB, retention time.Duration) MaintenanceTask {
+	retention = cmp.Or(retention, DefaultRunRetention)
+	return dbTask("prune_runs", time.Hour, q, func(ctx context.Context, q db.DB) (int64, error) {
+		return jobs.PruneRuns(ctx, q, retention)
+	})
+}
+
+func dbTask(name string, every time.Duration, q db.DB, run func(context.Context, db.DB) (int64, error)) MaintenanceTask {
+	return MaintenanceTask{Name: name, Every: every, Run: func(ctx context.Context) (int64, error) { return run(ctx, q) }}
+}
+
+// MaintenanceTask is one idempotent housekeeping step (prune old runs, reap
+// expired tickets, ...), run every Every by whichever replica River's leader
+// hands the job to.
+type MaintenanceTask struct {
+	Name  string
+	Every time.Duration
+	Run   func(ctx context.Context) (affected int64, err error)
+}

@@ -1,0 +1,143 @@
+package workers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/switchboard/switchboard/infra/startstop"
+)
+
+// RiverOptions configure a replica's River client; zero values mean
+// defaults.
+type RiverOptions struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// ClientID names this process in River (its cluster node id).
+	ClientID string
+	// Work makes the client work jobs with Workers (worker replicas);
+	// without it the client only inserts (web-only replicas).
+	Work    bool
+	Workers Options
+	// StopTimeout is how long Stop lets running jobs finish before it
+	// cancels them; default 25 s.
+	StopTimeout time.Duration
+}
+
+// River is a replica's River client and its lifecycle: Start works jobs
+// (worker replicas), Drain stops taking new ones while running ones finish
+// (a draining node), Stop ends it, whether or not a drain began.
+type River struct {
+	client      *river.Client[pgx.Tx]
+	work        bool
+	logger      *slog.Logger
+	stopTimeout time.Duration
+	base        startstop.Base
+
+	mu       sync.Mutex
+	stopping bool               // Stop began: no drain starts any more
+	cancel   context.CancelFunc // of the drain's soft stop
+	drained  chan struct{}      // closed when the drain's soft stop returned
+}
+
+// NewRiver builds the client: a working one when opts.Work, an insert-only
+// one otherwise.
+func NewRiver(opts RiverOptions) (*River, error) {
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river")}
+	if opts.Work {
+		wopts := opts.Workers
+		wopts.ClientID, wopts.Logger = cmp.Or(wopts.ClientID, opts.ClientID), cmp.Or(wopts.Logger, logger)
+		var err error
+		if cfg, err = RiverConfig(wopts); err != nil {
+			return nil, fmt.Errorf("river config: %w", err)
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(opts.Pool), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return &River{client: client, work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second)}, nil
+}
+
+// Client is the River client, for inserting jobs and the River UI.
+func (r *River) Client() *river.Client[pgx.Tx] { return r.client }
+
+// Start starts working jobs on a worker replica (an insert-only client
+// has nothing to start). A second Start is refused.
+func (r *River) Start(ctx context.Context) error {
+	if _, err := r.base.Begin(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	if !r.work {
+		return nil
+	}
+	// River's own context: jobs must not die with the caller's.
+	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	return nil
+}
+
+// Drain stops River fetching jobs on this node; running jobs finish. (A
+// queue pause would be cluster-wide, so the client stops.) Idempotent; a
+// no-op before Start and once Stop began.
+func (r *River) Drain() {
+	if !r.work || !r.base.Started() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping || r.drained != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.drained = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		if err := r.client.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			r.logger.Warn("river stop while draining", "error", err)
+		}
+	}(r.drained)
+}
+
+// Stop lets running jobs finish for StopTimeout, then cancels them (5 s
+// more for them to return). A drain's soft stop is taken over: it is
+// cancelled, and River lets this Stop begin with its own deadline.
+func (r *River) Stop() {
+	r.base.StopWith(func() {
+		r.endDrain()
+		if !r.work {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.stopTimeout)
+		defer cancel()
+		if err := r.client.Stop(ctx); err != nil {
+			r.logger.Warn("river did not finish running jobs in time; cancelling them", "error", err)
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ccancel()
+			_ = r.client.StopAndCancel(cctx)
+		}
+	})
+}
+
+// endDrain cancels a drain's soft stop, waits for it, and lets none start.
+func (r *River) endDrain() {
+	r.mu.Lock()
+	r.stopping = true
+	cancel, done := r.cancel, r.drained
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

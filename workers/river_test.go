@@ -1,0 +1,51 @@
+package workers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
+)
+
+func TestRiverStartStop(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	newRiver := func(t *testing.T, work bool) *River {
+		r, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: work,
+			Workers: Options{DB: pool}, StopTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	t.Run("Working", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newRiver(t, true) })
+	})
+	t.Run("InsertOnly", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newRiver(t, false) })
+	})
+
+	t.Run("DrainStopsTakingJobsAndStopTakesOver", func(t *testing.T) {
+		t.Parallel()
+		r := newRiver(t, true)
+		r.Drain() // before Start: nothing to drain
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r.Drain()
+		r.Drain() // idempotent
+		select {
+		case <-r.Client().Stopped():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a drained client still takes jobs")
+		}
+		r.Stop()
+		r.Drain() // after Stop: nothing starts
+	})
+}
