@@ -123,14 +123,14 @@ func ReadMany(ctx context.Context, q db.DB, cursors []Cursor, limit int) ([]Hist
 
 func scanHistories(rows pgx.Rows, hs []History) error {
 	var (
-		ord                int
-		epoch              string
-		oldest, last       int64
-		offset             pgtype.Int8
-		ts                 pgtype.Timestamptz
-		id, sender         pgtype.UUID
-		event              pgtype.Text
-		payload            []byte
+		ord          int
+		epoch        string
+		oldest, last int64
+		offset       pgtype.Int8
+		ts           pgtype.Timestamptz
+		id, sender   pgtype.UUID
+		event        pgtype.Text
+		payload      []byte
 	)
 	_, err := pgx.ForEachRow(rows, []any{&ord, &epoch, &oldest, &last, &offset, &ts, &id, &sender, &event, &payload}, func() error {
 		h := &hs[ord-1]
