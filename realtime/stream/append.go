@@ -74,7 +74,7 @@ func Append(ctx context.Context, q db.DB, events []Event) ([]Position, error) {
 	positions := make([]Position, 0, len(events))
 	var p Position
 	_, err = pgx.ForEachRow(rows, []any{&p.Epoch, &p.Offset, &p.TS}, func() error {
-		p.Stream = events[len(positions)].Stream
+		p.Stream, p.TS = events[len(positions)].Stream, p.TS.UTC()
 		positions = append(positions, p)
 		return nil
 	})

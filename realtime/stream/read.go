@@ -138,7 +138,7 @@ func scanHistories(rows pgx.Rows, hs []History) error {
 		if offset.Valid {
 			h.Events = append(h.Events, Event{
 				Stream: h.Stream, Offset: offset.Int64, Epoch: epoch, Event: event.String,
-				ID: uuidString(id), From: uuidString(sender), Payload: payload, TS: ts.Time,
+				ID: uuidString(id), From: uuidString(sender), Payload: payload, TS: ts.Time.UTC(),
 			})
 		}
 		return nil
