@@ -31,7 +31,7 @@ func ev(s, name string) stream.Event {
 	return stream.Event{Stream: s, Event: name, Payload: []byte(`{"n":"` + name + `"}`)}
 }
 
-func mustAppend(t *testing.T, q db.DB, evs ...stream.Event) []stream.Position {
+func mustAppend(t testing.TB, q db.DB, evs ...stream.Event) []stream.Position {
 	t.Helper()
 	ps, err := stream.Append(ctx, q, evs)
 	if err != nil {

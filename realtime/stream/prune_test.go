@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
-func mustPrune(t *testing.T, q db.DB, r stream.Retention) stream.PruneResult {
+func mustPrune(t testing.TB, q db.DB, r stream.Retention) stream.PruneResult {
 	t.Helper()
 	res, err := stream.Prune(ctx, q, r)
 	if err != nil {
