@@ -186,6 +186,15 @@ func TestPruneWhileAppending(t *testing.T) {
 	if total != 6*40*2 {
 		t.Fatalf("heads count %d events, %d were appended", total, 6*40*2)
 	}
+	// Each head's oldest_ts is its oldest event's: age pruning relies on it.
+	var wrong int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stream_heads h WHERE h.oldest_ts IS DISTINCT FROM
+		(SELECT e.ts FROM stream_events e WHERE e.stream_id = h.id AND e.stream_offset = h.oldest_offset)`).Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 {
+		t.Fatalf("%d heads record a wrong oldest_ts", wrong)
+	}
 	t.Logf("%d prunes while appending", prunes)
 }
 
@@ -217,4 +226,49 @@ func TestReset(t *testing.T) {
 	if err := stream.Reset(ctx, tx, roomStream()); err != nil {
 		t.Fatalf("reset of an unknown stream: %v", err)
 	}
+}
+
+// TestResetWhileAppending resets a stream over and over while appenders
+// write to it: no event may outlive its head (stored, unreachable, never
+// pruned) and the surviving head holds exactly its events.
+func TestResetWhileAppending(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	s := roomStream()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if _, err := stream.Append(ctx, pool, []stream.Event{ev(s, "x"), ev(s, "y")}); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if err := stream.Reset(ctx, pool, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, pool, ev(s, "last"))
+	var orphans int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM stream_events e WHERE NOT EXISTS
+		(SELECT 1 FROM stream_heads h WHERE h.id = e.stream_id)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Fatalf("%d events outlived their head", orphans)
+	}
+	h := mustRead(t, pool, s, 0, 0)
+	checkRetained(t, pool, s, 1, h.Last)
 }
