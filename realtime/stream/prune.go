@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,12 +28,20 @@ type Retention struct {
 	MaxDeletePerStream int
 }
 
+// withDefaults fills zero (and nonsensical negative) fields with defaults.
 func (r Retention) withDefaults() Retention {
-	r.MaxEvents = cmp.Or(r.MaxEvents, 1000)
-	r.MaxAge = cmp.Or(r.MaxAge, 24*time.Hour)
-	r.Batch = cmp.Or(r.Batch, 100)
-	r.MaxDeletePerStream = cmp.Or(r.MaxDeletePerStream, 1000)
+	r.MaxEvents = positive(r.MaxEvents, 1000)
+	r.MaxAge = positive(r.MaxAge, 24*time.Hour)
+	r.Batch = positive(r.Batch, 100)
+	r.MaxDeletePerStream = positive(r.MaxDeletePerStream, 1000)
 	return r
+}
+
+func positive[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // PruneResult says what one Prune did.

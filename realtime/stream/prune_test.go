@@ -104,6 +104,18 @@ func TestPrune(t *testing.T) {
 		checkRetained(t, tx, stale, 7, 7)
 	})
 
+	t.Run("negative limits mean the defaults, not delete everything", func(t *testing.T) {
+		t.Parallel()
+		tx := dbtest.NewTx(t)
+		s := roomStream()
+		appendN(t, tx, s, 3)
+		res := mustPrune(t, tx, stream.Retention{MaxEvents: -5, MaxAge: -time.Hour, Batch: -1, MaxDeletePerStream: -1})
+		if res.Deleted != 0 {
+			t.Fatalf("deleted %d", res.Deleted)
+		}
+		checkRetained(t, tx, s, 1, 3)
+	})
+
 	t.Run("MaxDeletePerStream spreads a big prune over passes", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
