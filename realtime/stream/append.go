@@ -87,6 +87,19 @@ func Append(ctx context.Context, q db.DB, events []Event) ([]Position, error) {
 	return positions, nil
 }
 
+// Stored returns events as Append stored them, given its positions: Offset,
+// Epoch and TS set, Payload compacted. It is what local delivery and
+// EncodeDoorbells take, equal to what Read returns for the same offsets.
+func Stored(events []Event, ps []Position) []Event {
+	out := make([]Event, len(events))
+	for i, ev := range events {
+		ev.Offset, ev.Epoch, ev.TS = ps[i].Offset, ps[i].Epoch, ps[i].TS
+		ev.Payload, _ = compactPayload(ev.Payload) // Append refused any that fails
+		out[i] = ev
+	}
+	return out
+}
+
 // appendArgs validates events and turns them into the statement's arrays.
 func appendArgs(events []Event) (pgx.NamedArgs, error) {
 	n := len(events)

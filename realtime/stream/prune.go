@@ -19,7 +19,8 @@ type Retention struct {
 	MaxEvents int
 	// MaxAge of a kept event; default 24 h.
 	MaxAge time.Duration
-	// Batch is how many streams one pass locks and prunes; default 100.
+	// Batch is how many streams one pass takes of each kind (due by count,
+	// due by age), so at most twice that; default 100.
 	Batch int
 	// MaxDeletePerStream bounds what one pass deletes from one stream, so
 	// a pass holds its heads (and delays appends to them) only briefly;
