@@ -1,0 +1,154 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// DefaultReadLimit is how many events a read returns when its limit is zero.
+const DefaultReadLimit = 1000
+
+// History is one stream's events after a position, with what the caller
+// needs to tell whether they are all it missed.
+type History struct {
+	Stream string
+	Since  int64 // the position the events were read after
+	// Epoch is the stream's current history; empty when the stream has no
+	// head (never appended to, or reset since).
+	Epoch string
+	// Oldest is the first retained offset (Last + 1 when nothing is).
+	Oldest int64
+	// Last is the stream's latest offset (0 when nothing was ever stored).
+	Last int64
+	// Events after the position, in offset order, at most the limit.
+	Events []Event
+}
+
+// More reports whether events after the returned ones remain: read again
+// from the last one's offset.
+func (h History) More() bool { return h.Next() < h.Last }
+
+// Next is the position to read from next: the last returned offset, or,
+// when none were returned, the read's position (moved up to the oldest
+// retained offset).
+func (h History) Next() int64 {
+	if n := len(h.Events); n > 0 {
+		return h.Events[n-1].Offset
+	}
+	return max(h.Since, h.Oldest-1)
+}
+
+// Recovered reports whether a reader positioned after offset since of
+// epoch has missed nothing h cannot give it: same epoch, a position
+// retained history still reaches, not beyond the head. A reader that knows
+// nothing of the stream asks with epoch "" and since 0.
+func (h History) Recovered(epoch string, since int64) bool {
+	switch {
+	case since < 0 || since > h.Last:
+		return false // beyond the head: the history it saw is gone
+	case epoch != h.Epoch && (epoch != "" || since != 0):
+		return false
+	}
+	return since >= h.Oldest-1
+}
+
+// Cursor is a stream and the offset a reader has seen up to.
+type Cursor struct {
+	Stream string
+	Since  int64
+}
+
+// readSQL reads streams after their cursors in one statement, so each
+// stream's events, epoch and oldest offset come from one snapshot (a
+// concurrent prune or reset is seen entirely or not at all).
+const readSQL = `
+SELECT c.ord, h.epoch, h.oldest_offset, h.last_offset,
+       e.stream_offset, e.ts, e.id, e.sender, e.event, e.payload
+FROM unnest(@streams::text[], @sinces::bigint[]) WITH ORDINALITY AS c(stream, since, ord)
+JOIN stream_heads h ON h.stream = c.stream
+LEFT JOIN LATERAL (
+    SELECT * FROM stream_events e
+    WHERE e.stream_id = h.id AND e.stream_offset > greatest(c.since, h.oldest_offset - 1)
+    ORDER BY e.stream_offset
+    LIMIT @limit
+) e ON true
+ORDER BY c.ord, e.stream_offset`
+
+// Read returns stream's events after offset since, at most limit of them
+// (DefaultReadLimit when zero).
+func Read(ctx context.Context, q db.DB, stream string, since int64, limit int) (History, error) {
+	hs, err := ReadMany(ctx, q, []Cursor{{Stream: stream, Since: since}}, limit)
+	if err != nil {
+		return History{}, err
+	}
+	return hs[0], nil
+}
+
+// ReadMany reads many streams in one query, at most limit events each
+// (DefaultReadLimit when zero): a replica catching up every stream its
+// sockets follow after a LISTEN gap. Results are in cursor order.
+func ReadMany(ctx context.Context, q db.DB, cursors []Cursor, limit int) ([]History, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("read streams: %w: limit %d is negative", ErrInvalid, limit)
+	}
+	hs := make([]History, len(cursors))
+	streams, sinces := make([]string, len(cursors)), make([]int64, len(cursors))
+	for i, c := range cursors {
+		if c.Since < 0 {
+			return nil, fmt.Errorf("read stream %q: %w: offset %d is negative", c.Stream, ErrInvalid, c.Since)
+		}
+		hs[i] = History{Stream: c.Stream, Since: c.Since, Oldest: 1}
+		streams[i], sinces[i] = c.Stream, c.Since
+	}
+	if len(cursors) == 0 {
+		return hs, nil
+	}
+	rows, err := q.Query(ctx, readSQL, pgx.NamedArgs{
+		"streams": streams, "sinces": sinces, "limit": cmp.Or(limit, DefaultReadLimit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read streams: %w", err)
+	}
+	if err := scanHistories(rows, hs); err != nil {
+		return nil, fmt.Errorf("read streams: %w", err)
+	}
+	return hs, nil
+}
+
+func scanHistories(rows pgx.Rows, hs []History) error {
+	var (
+		ord          int
+		epoch        string
+		oldest, last int64
+		offset       pgtype.Int8
+		ts           pgtype.Timestamptz
+		id, sender   pgtype.UUID
+		event        pgtype.Text
+		payload      []byte
+	)
+	_, err := pgx.ForEachRow(rows, []any{&ord, &epoch, &oldest, &last, &offset, &ts, &id, &sender, &event, &payload}, func() error {
+		h := &hs[ord-1]
+		h.Epoch, h.Oldest, h.Last = epoch, oldest, last
+		if offset.Valid {
+			h.Events = append(h.Events, Event{
+				Stream: h.Stream, Offset: offset.Int64, Epoch: epoch, Event: event.String,
+				ID: uuidString(id), From: uuidString(sender), Payload: payload, TS: ts.Time.UTC(),
+			})
+		}
+		return nil
+	})
+	return err
+}
+
+func uuidString(u pgtype.UUID) string {
+	if !u.Valid {
+		return ""
+	}
+	return u.String()
+}
