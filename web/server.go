@@ -108,7 +108,8 @@ func New(opts Options) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies)
+	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	api := humachi.New(r, cfg)
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser)
 	s.router, s.api = r, api

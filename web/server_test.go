@@ -25,7 +25,7 @@ type testBundle struct {
 	server *Server
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	s := New(Options{
 		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true,
@@ -46,7 +46,7 @@ type response struct {
 }
 
 // do sends a request through the full handler chain.
-func (b *testBundle) do(t *testing.T, method, path string, body any, token string) response {
+func (b *testBundle) do(t testing.TB, method, path string, body any, token string) response {
 	t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
@@ -74,7 +74,7 @@ func (b *testBundle) do(t *testing.T, method, path string, body any, token strin
 }
 
 // register creates an account and returns its token and user id.
-func (b *testBundle) register(t *testing.T, email string) (token, id string) {
+func (b *testBundle) register(t testing.TB, email string) (token, id string) {
 	t.Helper()
 	res := b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
 	if res.status != http.StatusCreated {
