@@ -29,7 +29,7 @@ type clusterStatusOutput struct {
 }
 
 type userIDInput struct {
-	ID string `path:"id" format:"uuid" doc:"user id"`
+	IDPath
 }
 
 type disconnectOutput struct {
@@ -37,7 +37,7 @@ type disconnectOutput struct {
 }
 
 type nodeIDInput struct {
-	ID string `path:"id" format:"uuid" doc:"node id, as GET /v1/cluster/status lists it"`
+	IDPath // a node id, as GET /v1/cluster/status lists it
 }
 
 type drainOutput struct {

@@ -37,12 +37,12 @@ type taskCreateInput struct {
 }
 
 type taskPatchInput struct {
-	ID   string `path:"id" doc:"task id"`
+	IDPath
 	Body taskPatchBody
 }
 
 type taskIDInput struct {
-	ID string `path:"id" doc:"task id"`
+	IDPath
 }
 
 type taskListInput struct {
