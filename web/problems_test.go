@@ -135,3 +135,63 @@ func BenchmarkValidationErrors(b *testing.B) {
 		})
 	}
 }
+
+// TestUnstorableTextIs422: text Postgres refuses (NUL, lone surrogates in
+// jsonb) is bad input, not a server error, and stores nothing.
+func TestUnstorableTextIs422(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	token, _ := b.register(t, "nul@example.com")
+	id := b.createTask(t, token, webhookTask("keep"))["id"].(string)
+	publish := func(payload string) string {
+		return `{"name":"p","schedule":"@hourly","action":{"type":"publish","event":"e","payload":` + payload + `}}`
+	}
+	hook := func(field string) string {
+		return `{"name":"w","schedule":"@hourly","action":{"type":"webhook","url":"https://example.com/h",` + field + `}}`
+	}
+	for name, body := range map[string]string{
+		"NUL in name":                 `{"name":"a\u0000b","schedule":"@hourly","action":{"type":"publish","event":"e"}}`,
+		"NUL in a payload string":     publish(`{"s":"a\u0000b"}`),
+		"NUL in a payload key":        publish(`{"\u0000":1}`),
+		"lone surrogate in a payload": publish(`"\ud800"`),
+		"lone low surrogate":          publish(`["\udc00"]`),
+		"NUL in a webhook body":       hook(`"body":{"s":"\u0000"}`),
+		"lone surrogate in a body":    hook(`"body":"\ud800"`),
+		"NUL in a header value":       hook(`"headers":{"X-A":"\u0000"}`),
+		"NUL in a header name":        hook(`"headers":{"X-\u0000":"v"}`),
+		"NUL in the event":            `{"name":"p","schedule":"@hourly","action":{"type":"publish","event":"e\u0000"}}`,
+		"NUL in the room":             `{"name":"p","schedule":"@hourly","action":{"type":"publish","event":"e","room":"r\u0000"}}`,
+		"NUL in the schedule":         `{"name":"p","schedule":"@hourly\u0000","action":{"type":"publish","event":"e"}}`,
+		"NUL in the timezone":         `{"name":"p","schedule":"@hourly","timezone":"UTC\u0000","action":{"type":"publish","event":"e"}}`,
+	} {
+		t.Run("create: "+name, func(t *testing.T) {
+			t.Parallel()
+			requireProblem(t, b.do(t, http.MethodPost, "/v1/tasks", body, token), http.StatusUnprocessableEntity)
+		})
+	}
+	for name, body := range map[string]string{
+		"NUL in name":                 `{"name":"a\u0000b"}`,
+		"lone surrogate in a payload": `{"action":{"type":"publish","event":"e","payload":"\ud800"}}`,
+	} {
+		t.Run("patch: "+name, func(t *testing.T) {
+			t.Parallel()
+			requireProblem(t, b.do(t, http.MethodPatch, "/v1/tasks/"+id, body, token), http.StatusUnprocessableEntity)
+		})
+	}
+	for _, path := range []string{"/v1/auth/login", "/v1/auth/register"} {
+		t.Run("NUL in the email on "+path, func(t *testing.T) {
+			t.Parallel()
+			res := b.do(t, http.MethodPost, path, `{"email":"a\u0000@example.com","password":"correct horse"}`, "")
+			if res.status < 400 || res.status >= 500 {
+				t.Fatalf("%s: %d %s", path, res.status, res.raw)
+			}
+		})
+	}
+	// Cleanup runs once every parallel subtest above has finished.
+	t.Cleanup(func() {
+		items := b.do(t, http.MethodGet, "/v1/tasks", nil, token).body["items"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["name"] != "keep" {
+			t.Errorf("refused requests changed the tasks: %v", items)
+		}
+	})
+}
