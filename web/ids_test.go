@@ -20,7 +20,7 @@ import (
 
 // setupEveryRoute is a server with every route of the public API: tasks and
 // runs (River), realtime (hub and bus) and the operator routes (cluster).
-func setupEveryRoute(t *testing.T) *clusterBundle {
+func setupEveryRoute(t *testing.T, tweaks ...func(*Options)) *clusterBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
@@ -36,13 +36,17 @@ func setupEveryRoute(t *testing.T) *clusterBundle {
 	t.Cleanup(bus.Stop)
 	sockets := &oneRoomSockets{lobby: map[string]int{}}
 	c := cluster.New(cluster.Options{DB: pool, NodeID: uuid.NewString(), Secret: testSecret, Sockets: sockets})
-	s := New(Options{
+	opts := Options{
 		Pool: pool, Registry: reg, PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
 		IsAdminEmail: func(e string) bool { return strings.EqualFold(e, "boss@example.com") },
 		RateLimits:   RateLimits{Auth: generous, User: generous},
 		River:        client, Cluster: c, Presence: c,
 		Tickets: realtime.Tickets{DB: pool}, Sockets: hub, Events: bus, RPC: bus,
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	s := New(opts)
 	return &clusterBundle{testBundle: &testBundle{server: s}, cluster: c, sockets: sockets}
 }
 

@@ -172,7 +172,7 @@ func (a *app) Start(ctx context.Context) error {
 	if err := a.startScheduling(ctx); err != nil {
 		return err
 	}
-	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
+	a.http = web.NewHTTPServer(a.web, web.HTTPServerOptions{Logger: a.logger})
 	go func() {
 		if err := a.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.serveErr <- fmt.Errorf("http: %w", err)
