@@ -2,10 +2,12 @@ package web
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
 )
 
 // Bounds of an error answer, whatever the request: Huma reports one error
@@ -91,5 +93,25 @@ func truncate(s string, n int) string {
 func capAuthBodies(_ *huma.OpenAPI, op *huma.Operation) {
 	if strings.HasPrefix(op.Path, "/v1/auth/") && (op.MaxBodyBytes == 0 || op.MaxBodyBytes > maxAuthBody) {
 		op.MaxBodyBytes = maxAuthBody
+	}
+}
+
+// notFound answers an unknown path with a problem, like every other error.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, http.StatusNotFound, "no route "+truncate(r.URL.Path, maxLocation)+"; the API is described at /openapi.json")
+}
+
+// methodNotAllowed answers a known path with another method with a
+// problem and the Allow header.
+func methodNotAllowed(router chi.Router) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeProblem(w, http.StatusMethodNotAllowed, r.Method+" is not allowed here; allowed: "+strings.Join(allowed, ", "))
 	}
 }

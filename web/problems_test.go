@@ -195,3 +195,14 @@ func TestUnstorableTextIs422(t *testing.T) {
 		}
 	})
 }
+
+func TestUnknownRoutesAnswerProblems(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	requireProblem(t, b.do(t, http.MethodGet, "/v1/nope", nil, ""), http.StatusNotFound)
+	res := b.do(t, http.MethodPut, "/v1/tasks", "{}", "")
+	requireProblem(t, res, http.StatusMethodNotAllowed)
+	if allow := res.header.Get("Allow"); allow != "GET, POST" {
+		t.Fatalf("Allow: %q", allow)
+	}
+}

@@ -105,6 +105,8 @@ func New(opts Options) *Server {
 	bodyTimeout := cmp.Or(opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	r.Use(bodyDeadline(bodyTimeout), requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
 		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))

@@ -407,6 +407,11 @@ func (h *hostile) send(method, path string, body []byte, token string, header ht
 	if res.StatusCode >= 500 {
 		h.t.Errorf("%s %s (%s): %d %s", method, shorten(path), shorten(string(body)), res.StatusCode, shorten(string(answer)))
 	}
+	// River UI answers its own API's errors in its own JSON.
+	if ct := res.Header.Get("Content-Type"); res.StatusCode >= 400 && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge &&
+		ct != "application/problem+json" && !strings.HasPrefix(path, "/riverui/") {
+		h.t.Errorf("%s %s (%s): %d answered as %q, want application/problem+json: %s", method, shorten(path), shorten(string(body)), res.StatusCode, ct, shorten(string(answer)))
+	}
 	if res.StatusCode >= 400 && res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		if after := h.snapshot(); after != before {
 			h.t.Errorf("%s %s (%s) was refused with %d but changed the stored state", method, shorten(path), shorten(string(body)), res.StatusCode)
