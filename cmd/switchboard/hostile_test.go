@@ -175,7 +175,9 @@ func (h *hostile) operations() []operation {
 	defer res.Body.Close()
 	var doc struct {
 		Paths      map[string]map[string]json.RawMessage
-		Components struct{ Schemas map[string]struct{ Properties map[string]any } }
+		Components struct {
+			Schemas map[string]struct{ Properties map[string]any }
+		}
 	}
 	if err := json.NewDecoder(res.Body).Decode(&doc); err != nil {
 		h.t.Fatal(err)
@@ -186,7 +188,11 @@ func (h *hostile) operations() []operation {
 			var op struct {
 				Parameters  []struct{ Name, In string }
 				RequestBody struct {
-					Content map[string]struct{ Schema struct{ Ref string `json:"$ref"` } }
+					Content map[string]struct {
+						Schema struct {
+							Ref string `json:"$ref"`
+						}
+					}
 				}
 			}
 			if json.Unmarshal(raw, &op) != nil {
@@ -269,7 +275,9 @@ func (h *hostile) fuzzOperation(op operation) {
 	}
 	path := strings.ReplaceAll(op.path, "{id}", h.validID(op.path))
 	if strings.Contains(op.path, "{id}") {
-		for _, id := range hostileIDs {
+		valid := h.validID(op.path)
+		spelled := []string{strings.ToUpper(valid), "urn:uuid:" + valid, "{" + valid + "}", strings.ReplaceAll(valid, "-", "")}
+		for _, id := range append(spelled, hostileIDs...) {
 			h.send(op.method, strings.ReplaceAll(op.path, "{id}", id), h.encode(h.baseBody(op)), token, nil)
 		}
 	}
