@@ -53,7 +53,7 @@ func webhookTask(name string) map[string]any {
 }
 
 // createTask posts a task and returns its JSON.
-func (b *testBundle) createTask(t *testing.T, token string, body map[string]any) map[string]any {
+func (b *testBundle) createTask(t testing.TB, token string, body map[string]any) map[string]any {
 	t.Helper()
 	res := b.do(t, http.MethodPost, "/v1/tasks", body, token)
 	if res.status != http.StatusCreated {
