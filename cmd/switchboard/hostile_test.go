@@ -107,23 +107,22 @@ var hostileQueries = []string{
 }
 
 type hostile struct {
-	t        *testing.T
-	srv      *testServer
-	pool     *pgxpool.Pool
-	user     string // tokens
-	admin    string
-	userID   string
-	taskID   string
-	runID    string
-	sent     int
-	lastSnap string
+	t      *testing.T
+	srv    *testServer
+	pool   *pgxpool.Pool
+	user   string // tokens
+	admin  string
+	userID string
+	taskID string
+	runID  string
+	sent   int // requests made
 }
 
 type operation struct {
-	method, path, id string
-	props            []string
-	query            []string
-	hasBody          bool
+	method, path string
+	props        []string
+	query        []string
+	hasBody      bool
 }
 
 func TestHostileInputs(t *testing.T) {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,3 +58,22 @@ func TestInternalCallsRefusedBeforeTheirBody(t *testing.T) {
 }
 
 func ts(at time.Time) string { return strconv.FormatInt(at.Unix(), 10) }
+
+// timedOutBody is a body whose read deadline passed.
+type timedOutBody struct{}
+
+func (timedOutBody) Read([]byte) (int, error) { return 0, os.ErrDeadlineExceeded }
+
+func TestInternalBodyThatDoesNotArriveIs408(t *testing.T) {
+	t.Parallel()
+	h := requireSignature(testSecret, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		t.Error("reached the handler")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/internal/v1/nodes/self/drain", timedOutBody{})
+	Sign(req, testSecret, "", []byte("the body"), time.Now())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestTimeout {
+		t.Fatalf("%d %s, want 408", rec.Code, rec.Body)
+	}
+}
