@@ -134,6 +134,21 @@ func BenchmarkValidationErrors(b *testing.B) {
 			b.ReportMetric(float64(len(body)), "req_bytes")
 		})
 	}
+	// No account needed here: the body is refused at 4 KiB, unparsed.
+	login := unknownKeys(`"email":"a@example.com","password":"correct horse"`, 5000)
+	b.Run("login_keys=5000", func(b *testing.B) {
+		b.ReportAllocs()
+		var size int
+		for b.Loop() {
+			res := bundle.do(b, http.MethodPost, "/v1/auth/login", login, "")
+			if res.status != http.StatusRequestEntityTooLarge {
+				b.Fatalf("status %d", res.status)
+			}
+			size = len(res.raw)
+		}
+		b.ReportMetric(float64(size), "resp_bytes")
+		b.ReportMetric(float64(len(login)), "req_bytes")
+	})
 }
 
 // TestUnstorableTextIs422: text Postgres refuses (NUL, lone surrogates in
