@@ -58,6 +58,10 @@ func TestValidationErrorsAreBounded(t *testing.T) {
 			t.Fatalf("answer sizes grow with the key count: %v", sizes)
 		}
 	})
+	t.Run("task bodies over 256 KiB: 413", func(t *testing.T) {
+		t.Parallel()
+		requireProblem(t, b.do(t, http.MethodPost, "/v1/tasks", unknownKeys(validTaskFields, 30000), token), http.StatusRequestEntityTooLarge)
+	})
 	t.Run("a few errors are all listed", func(t *testing.T) {
 		t.Parallel()
 		res := b.do(t, http.MethodPost, "/v1/tasks", unknownKeys(validTaskFields, 3), token)
