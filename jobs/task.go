@@ -84,6 +84,9 @@ func invalid(field, format string, args ...any) error {
 // Normalize fills defaults and checks every field of t; the error is a
 // *ValidationError. allowPrivate relaxes the webhook URL check.
 func (t *Task) Normalize(allowPrivate bool) error {
+	if err := t.checkStorable(); err != nil {
+		return err
+	}
 	t.Name = strings.TrimSpace(t.Name)
 	if t.Name == "" || len(t.Name) > 200 {
 		return invalid("name", "name must be 1 to 200 characters")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -126,6 +127,7 @@ func set[T comparable](dst *T, v *T) bool {
 // UpdateTask applies a patch to the owner's task. A changed schedule,
 // timezone or active flag recomputes next_run_at from now; other edits keep
 // a pending tick. The row is locked while it is read, checked and written.
+// A patch that changes nothing writes nothing: updated_at stays.
 func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, allowPrivate bool) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, db.ErrNotFound
@@ -140,7 +142,11 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	if err != nil {
 		return Task{}, db.Translate(err)
 	}
+	before := t
 	reschedule := p.apply(&t)
+	if reflect.DeepEqual(before, t) {
+		return before, nil // an empty patch, or the values it already has: updated_at stays
+	}
 	if err := t.Normalize(allowPrivate); err != nil {
 		return Task{}, err
 	}

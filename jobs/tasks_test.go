@@ -319,12 +319,18 @@ func TestUpdateTask(t *testing.T) {
 	if err != nil || got.Name != name || !got.NextRunAt.Equal(due) {
 		t.Fatalf("rename: %v; next %v (a pending tick must survive an unrelated edit)", err, got.NextRunAt)
 	}
+	for pname, noop := range map[string]TaskPatch{"empty": {}, "same values": {Name: &name, Schedule: &task.Schedule}} {
+		same, err := UpdateTask(ctx, b.pool, b.owner, task.ID, noop, false)
+		if err != nil || !same.UpdatedAt.Equal(got.UpdatedAt) || !b.get(t, task.ID).UpdatedAt.Equal(got.UpdatedAt) || !same.NextRunAt.Equal(due) {
+			t.Fatalf("%s patch: %v; updated_at %v, was %v", pname, err, same.UpdatedAt, got.UpdatedAt)
+		}
+	}
 	sched, tz := "0 9 * * *", "Asia/Tokyo"
 	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: &sched, Timezone: &tz}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loc, _ := time.LoadLocation(tz); got.NextRunAt.In(loc).Hour() != 9 || !got.NextRunAt.After(time.Now()) {
+	if loc, _ := time.LoadLocation(tz); got.NextRunAt.In(loc).Hour() != 9 || !got.NextRunAt.After(time.Now()) || !got.UpdatedAt.After(task.UpdatedAt) {
 		t.Fatalf("new schedule: next %v, want 09:00 Tokyo", got.NextRunAt)
 	}
 	off := false

@@ -30,7 +30,7 @@ type adminUsersOutput struct {
 }
 
 type adminUserInput struct {
-	ID string `path:"id" format:"uuid" doc:"user id"`
+	IDPath
 }
 
 type adminUserOutput struct {
@@ -38,7 +38,7 @@ type adminUserOutput struct {
 }
 
 type adminPatchInput struct {
-	ID   string `path:"id" format:"uuid" doc:"user id"`
+	IDPath
 	Body struct {
 		Role     *string `json:"role,omitempty" enum:"admin,user" doc:"admin grants the operator routes and the River UI; user revokes them"`
 		Disabled *bool   `json:"disabled,omitempty" doc:"true refuses the account's logins and tokens everywhere and closes its sockets; false enables it again"`
@@ -103,7 +103,7 @@ func (s *Server) adminListUsers(ctx context.Context, in *adminUsersInput) (*admi
 }
 
 func (s *Server) adminGetUser(ctx context.Context, in *adminUserInput) (*adminUserOutput, error) {
-	u, err := userByID(ctx, s.opts.Pool, canonicalID(in.ID))
+	u, err := userByID(ctx, s.opts.Pool, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")
 	}
@@ -111,7 +111,7 @@ func (s *Server) adminGetUser(ctx context.Context, in *adminUserInput) (*adminUs
 }
 
 func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adminUserOutput, error) {
-	id := canonicalID(in.ID)
+	id := in.ID
 	c := UserChange{Role: in.Body.Role, Disabled: in.Body.Disabled}
 	if c.Disabled != nil && *c.Disabled && id == principal(ctx).UserID {
 		return nil, huma.Error409Conflict("you cannot disable your own account")
@@ -134,12 +134,4 @@ func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adm
 		}
 	}
 	return &adminUserOutput{Body: u}, nil
-}
-
-// canonicalID is a uuid (validated by the route) in its canonical form.
-func canonicalID(id string) string {
-	if u, err := uuid.Parse(id); err == nil {
-		return u.String()
-	}
-	return id
 }

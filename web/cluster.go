@@ -30,7 +30,7 @@ type clusterStatusOutput struct {
 }
 
 type userIDInput struct {
-	ID string `path:"id" format:"uuid" doc:"user id"`
+	IDPath
 }
 
 // ActionDisconnectUser is the fan-out action behind
@@ -50,7 +50,7 @@ type disconnectOutput struct {
 }
 
 type nodeIDInput struct {
-	ID string `path:"id" format:"uuid" doc:"node id, as GET /v1/cluster/status lists it"`
+	IDPath // a node id, as GET /v1/cluster/status lists it
 }
 
 type drainOutput struct {

@@ -13,15 +13,17 @@ import (
 
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
-// fail maps a data-layer error to an HTTP problem: db.ErrNotFound to 404 and
-// db.ErrConflict to 409 with the given details. Anything else is logged once
-// here and answered 500 without its cause.
+// fail maps a data-layer error to an HTTP problem: db.ErrNotFound to 404,
+// db.ErrConflict to 409 with the given details, db.ErrInvalidText to 422.
+// Anything else is logged once here and answered 500 without its cause.
 func (s *Server) fail(ctx context.Context, err error, notFound, conflict string) error {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return huma.Error404NotFound(notFound)
 	case errors.Is(err, db.ErrConflict):
 		return huma.Error409Conflict(conflict)
+	case errors.Is(err, db.ErrInvalidText):
+		return huma.Error422UnprocessableEntity("a value of this request cannot be stored: text may not hold NUL characters or lone UTF-16 surrogates")
 	case errors.Is(err, realtime.ErrInvalidUTF8):
 		return huma.Error422UnprocessableEntity(err.Error())
 	case errors.Is(err, context.Canceled):

@@ -21,8 +21,8 @@ type RPCCaller interface {
 const defaultRPCTimeoutMS = 10000
 
 type rpcInput struct {
-	ID   string `path:"id" format:"uuid" doc:"the user whose client answers"`
-	Body struct {
+	IDPath // the user whose client answers
+	Body   struct {
 		Method    string          `json:"method" minLength:"1" maxLength:"128" doc:"what the client should do"`
 		Params    json.RawMessage `json:"params,omitempty" doc:"any JSON value"`
 		TimeoutMS int             `json:"timeout_ms,omitempty" minimum:"1" maximum:"30000" default:"10000" doc:"how long to wait for the answer"`

@@ -15,7 +15,7 @@ type runOutput struct {
 }
 
 type runListInput struct {
-	ID     string `path:"id" doc:"task id"`
+	IDPath
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
@@ -30,7 +30,7 @@ type runListOutput struct {
 }
 
 type runIDInput struct {
-	ID string `path:"id" doc:"run id"`
+	IDPath
 }
 
 func registerRuns(api huma.API, s *Server) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
@@ -38,6 +39,9 @@ type Options struct {
 	BcryptCost int
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
+	// BodyReadTimeout is how long a request's body may take to arrive after
+	// its headers, on every route; default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 
 	// Realtime: with all four set (role web) the ticket, WebSocket, event
 	// and RPC routes are served. The realtime package provides them.
@@ -93,8 +97,11 @@ func New(opts Options) *Server {
 	s.buildLimits()
 
 	r := chi.NewRouter()
-	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
+	bodyTimeout := cmp.Or(opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	r.Use(bodyDeadline(bodyTimeout), requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
 		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
@@ -103,7 +110,8 @@ func New(opts Options) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout))
+	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	api := humachi.New(r, cfg)
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.requireAdmin)
 	s.router, s.api = r, api

@@ -27,7 +27,7 @@ type testBundle struct {
 	server *Server
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	s := New(Options{
 		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true,
@@ -49,14 +49,14 @@ type response struct {
 // api drives the server's Huma API through humatest: requests go through
 // the whole handler chain (chi middleware, rate limits, auth) and are
 // logged on t.
-func (b *testBundle) api(t *testing.T) humatest.TestAPI {
+func (b *testBundle) api(t testing.TB) humatest.TestAPI {
 	t.Helper()
 	return humatest.Wrap(t, b.server.API())
 }
 
 // do sends a request through the full handler chain. A string or []byte
 // body is sent as it is, as JSON; anything else is encoded.
-func (b *testBundle) do(t *testing.T, method, path string, body any, token string) response {
+func (b *testBundle) do(t testing.TB, method, path string, body any, token string) response {
 	t.Helper()
 	var args []any
 	switch v := body.(type) {
@@ -81,7 +81,7 @@ func recorded(rec *httptest.ResponseRecorder) response {
 }
 
 // register creates an account and returns its token and user id.
-func (b *testBundle) register(t *testing.T, email string) (token, id string) {
+func (b *testBundle) register(t testing.TB, email string) (token, id string) {
 	t.Helper()
 	res := b.do(t, http.MethodPost, "/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
 	if res.status != http.StatusCreated {

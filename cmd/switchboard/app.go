@@ -196,7 +196,7 @@ func (a *app) listen(context.Context) error {
 func (a *app) closeListener(context.Context) { _ = a.listener.Close() }
 
 func (a *app) serve(context.Context) error {
-	a.http = &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
+	a.http = web.NewHTTPServer(a.web, web.HTTPServerOptions{Logger: a.logger})
 	go func() {
 		if err := a.http.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.serveErr <- fmt.Errorf("http: %w", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -199,8 +198,12 @@ func TestAuthRateLimitIsOneLimitForTheCluster(t *testing.T) {
 		if aloneAllowed < 8 || aloneAllowed > 8+15 {
 			t.Fatalf("one replica alone allowed %d in 3 s", aloneAllowed)
 		}
-		if diff := math.Abs(float64(clusterAllowed - aloneAllowed)); diff > 0.1*float64(aloneAllowed) {
-			t.Fatalf("three replicas allowed %d, one alone %d: more than 10%% apart", clusterAllowed, aloneAllowed)
+		// The cluster stays under the same ceiling (three per-replica limits
+		// would allow up to three times it). Comparing the two counts with
+		// each other instead measured the machine's load: a busy run let the
+		// lone replica answer fewer requests in its 3 s.
+		if clusterAllowed < 8 || clusterAllowed > 8+15 {
+			t.Fatalf("three replicas allowed %d in 3 s (one alone %d): more than one limit's 8 + 15", clusterAllowed, aloneAllowed)
 		}
 	})
 	t.Run("different addresses do not share a limit", func(t *testing.T) {

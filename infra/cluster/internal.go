@@ -3,6 +3,7 @@ package cluster
 import (
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // InternalPrefix is where the node-to-node routes live. They are not part of
@@ -19,7 +20,20 @@ func (c *Cluster) Handler() http.Handler {
 	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/presence", c.forSelf("presence", c.servePresence))
 	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/actions/{action}", c.forSelf("action", c.serveAction))
 	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/drain", c.forSelf("drain", c.serveDrain))
-	return requireSignature(c.opts.Secret, mux)
+	return c.refuseOtherNodes(requireSignature(c.opts.Secret, mux))
+}
+
+// refuseOtherNodes answers 421 to a call whose path names another node
+// before anything reads its body (the handlers check again, signed).
+func (c *Cluster) refuseOtherNodes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, InternalPrefix+"/nodes/")
+		if node, _, _ := strings.Cut(rest, "/"); ok && node != c.opts.NodeID {
+			writeProblem(w, http.StatusMisdirectedRequest, "this is not node "+node)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // forSelf refuses a call aimed at another node (an address now used by a

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,6 +54,8 @@ func Sign(req *http.Request, secret []byte, from string, body []byte, now time.T
 }
 
 // verify checks r's signature and gives the body back to r for the handler.
+// Everything that can be refused without the body is checked before it is
+// read.
 func verify(r *http.Request, secret []byte, now time.Time) error {
 	ts, sig := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature)
 	if ts == "" || sig == "" {
@@ -61,6 +64,9 @@ func verify(r *http.Request, secret []byte, now time.Time) error {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return errors.New("internal route: malformed " + HeaderTimestamp)
+	}
+	if !wellFormedSignature(sig) {
+		return errors.New("internal route: malformed " + HeaderSignature)
 	}
 	if skew := now.Sub(time.Unix(sec, 0)); skew > MaxSkew || skew < -MaxSkew {
 		return fmt.Errorf("internal route: the signature's timestamp is %s away from this node's clock (at most %s allowed)", skew.Round(time.Second), MaxSkew)
@@ -83,6 +89,14 @@ func verify(r *http.Request, secret []byte, now time.Time) error {
 	return nil
 }
 
+// wellFormedSignature reports whether sig could be one signature wrote:
+// checked, like the headers and the timestamp, before the body is read.
+func wellFormedSignature(sig string) bool {
+	h, ok := strings.CutPrefix(sig, "v1=")
+	_, err := hex.DecodeString(h)
+	return ok && len(h) == 2*sha256.Size && err == nil
+}
+
 type internalKey struct{}
 
 // requireSignature answers 401 unless the request is signed with the
@@ -90,7 +104,11 @@ type internalKey struct{}
 func requireSignature(secret []byte, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := verify(r, secret, time.Now()); err != nil {
-			writeProblem(w, http.StatusUnauthorized, err.Error())
+			status := http.StatusUnauthorized
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				status = http.StatusRequestTimeout // the body did not arrive in time
+			}
+			writeProblem(w, status, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), internalKey{}, true)))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,10 +70,22 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrInvalidText is a value Postgres cannot store as text, json or
+	// jsonb (a NUL, a lone UTF-16 surrogate) or cannot read as its type:
+	// bad input that got past validation, never a server fault.
+	ErrInvalidText = errors.New("invalid text")
 )
 
-// Translate maps pgx.ErrNoRows to ErrNotFound and unique violations to
-// ErrConflict, keeping the original error in the chain.
+// invalidTextCodes are the SQLSTATEs of values the database refuses.
+var invalidTextCodes = []string{
+	pgerrcode.CharacterNotInRepertoire,  // 22021: NUL in text
+	pgerrcode.UntranslatableCharacter,   // 22P05: \u0000 in jsonb
+	pgerrcode.InvalidTextRepresentation, // 22P02: bad json, uuid or number syntax
+}
+
+// Translate maps pgx.ErrNoRows to ErrNotFound, unique violations to
+// ErrConflict and refused values to ErrInvalidText, keeping the original
+// error in the chain.
 func Translate(err error) error {
 	if err == nil {
 		return nil
@@ -83,6 +96,9 @@ func Translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if pgErr != nil && slices.Contains(invalidTextCodes, pgErr.Code) {
+		return fmt.Errorf("%w: %w", ErrInvalidText, err)
 	}
 	return err
 }
