@@ -230,7 +230,7 @@ func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error)
 	rows, err := tx.Query(ctx, `
 		SELECT id::text, owner_id::text, schedule, timezone, max_attempts, next_run_at, now()
 		FROM tasks
-		WHERE active AND next_run_at <= now()
+		WHERE active AND next_run_at <= now() AND schedule IS NOT NULL
 		ORDER BY next_run_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED`, c.opts.BatchSize)

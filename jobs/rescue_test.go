@@ -9,7 +9,7 @@ func TestRunsRescued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 	retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 	spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 	done, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)

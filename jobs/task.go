@@ -46,12 +46,12 @@ type Action struct {
 	Room    string          `json:"room,omitempty" doc:"publish: room to publish to; default the task's owner" maxLength:"200"`
 }
 
-// Task is a user's scheduled job, as the API shows it.
+// Task is a user's job, scheduled or on demand, as the API shows it.
 type Task struct {
 	ID             string     `json:"id" format:"uuid"`
 	OwnerID        string     `json:"-"`
 	Name           string     `json:"name"`
-	Schedule       string     `json:"schedule"`
+	Schedule       *string    `json:"schedule" nullable:"true" doc:"null: an on-demand task, run only when triggered"`
 	Timezone       string     `json:"timezone"`
 	Action         Action     `json:"action"`
 	Active         bool       `json:"active"`
@@ -86,7 +86,6 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	if t.Name == "" || len(t.Name) > 200 {
 		return invalid("name", "name must be 1 to 200 characters")
 	}
-	t.Schedule = strings.TrimSpace(t.Schedule)
 	t.Timezone = strings.TrimSpace(t.Timezone)
 	if t.Timezone == "" {
 		t.Timezone = "UTC"
@@ -94,8 +93,12 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	if _, err := LoadTimezone(t.Timezone); err != nil {
 		return invalid("timezone", "%v", err)
 	}
-	if _, err := ParseSchedule(t.Schedule, t.Timezone); err != nil {
-		return invalid("schedule", "%v", err)
+	if t.Schedule != nil {
+		spec := strings.TrimSpace(*t.Schedule)
+		t.Schedule = &spec
+		if _, err := ParseSchedule(spec, t.Timezone); err != nil {
+			return invalid("schedule", "%v", err)
+		}
 	}
 	switch t.Overlap {
 	case "":
@@ -118,6 +121,16 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	}
 	return t.Action.normalize(allowPrivate)
 }
+
+// OnDemand reports whether the task has no schedule: it runs only when
+// triggered.
+func (t *Task) OnDemand() bool { return t.Schedule == nil }
+
+// Task kinds, the listing filter.
+const (
+	KindScheduled = "scheduled"
+	KindOnDemand  = "on_demand"
+)
 
 // reservedEvents are event-name prefixes the service itself uses.
 var reservedEvents = []string{"task.", "rpc.", "server.", "room."}

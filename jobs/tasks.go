@@ -17,12 +17,13 @@ const taskColumns = `t.id::text, t.owner_id::text, t.name, t.schedule, t.timezon
 
 func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
 
-// nextRun is the first tick after now, or nil for an inactive task.
+// nextRun is the first tick after now, or nil for an inactive or on-demand
+// task.
 func nextRun(t *Task, now time.Time) (*time.Time, error) {
-	if !t.Active {
+	if !t.Active || t.OnDemand() {
 		return nil, nil
 	}
-	s, err := ParseSchedule(t.Schedule, t.Timezone)
+	s, err := ParseSchedule(*t.Schedule, t.Timezone)
 	if err != nil {
 		return nil, invalid("schedule", "%v", err)
 	}
@@ -62,8 +63,9 @@ func GetTask(ctx context.Context, q db.DB, ownerID, id string) (Task, error) {
 }
 
 // ListTasks returns a page of the owner's tasks, newest first, and the
-// cursor of the next page ("" after the last).
-func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, string, error) {
+// cursor of the next page ("" after the last). kind is KindScheduled,
+// KindOnDemand or "" (both).
+func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page, kind string) ([]Task, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
@@ -71,8 +73,9 @@ func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, st
 	rows, err := q.Query(ctx, `
 		SELECT `+taskColumns+` FROM tasks t
 		WHERE t.owner_id = $1 AND (t.created_at, t.id) < ($2, $3::uuid)
+			AND ($5 = '' OR (t.schedule IS NULL) = ($5 = 'on_demand'))
 		ORDER BY t.created_at DESC, t.id DESC
-		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1)
+		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, kind)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
@@ -86,10 +89,11 @@ func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, st
 	return items, next, nil
 }
 
-// TaskPatch is a partial update; nil fields stay as they are.
+// TaskPatch is a partial update; nil fields stay as they are. Schedule is
+// doubly optional: nil keeps it, a nil *string makes the task on-demand.
 type TaskPatch struct {
 	Name           *string
-	Schedule       *string
+	Schedule       **string
 	Timezone       *string
 	Action         *Action
 	Active         *bool
@@ -106,7 +110,11 @@ func (p TaskPatch) apply(t *Task) (reschedule bool) {
 	set(&t.Overlap, p.Overlap)
 	set(&t.MaxAttempts, p.MaxAttempts)
 	set(&t.TimeoutSeconds, p.TimeoutSeconds)
-	reschedule = set(&t.Schedule, p.Schedule)
+	if p.Schedule != nil {
+		old := t.Schedule
+		t.Schedule = *p.Schedule
+		reschedule = (old == nil) != (t.Schedule == nil) || (old != nil && *old != *t.Schedule)
+	}
 	reschedule = set(&t.Timezone, p.Timezone) || reschedule
 	return set(&t.Active, p.Active) || reschedule
 }

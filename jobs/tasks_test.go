@@ -24,30 +24,30 @@ func TestTaskNormalize(t *testing.T) {
 		task      Task
 		wantField string // "" means valid
 	}{
-		{"minimal webhook", Task{Name: "a", Schedule: "@hourly", Action: hook("https://example.com/hook")}, ""},
-		{"publish to a room", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: "ops"}}, ""},
-		{"empty name", Task{Name: " ", Schedule: "@hourly", Action: hook("https://example.com")}, "name"},
-		{"bad cron", Task{Name: "a", Schedule: "every day", Action: hook("https://example.com")}, "schedule"},
-		{"bad zone", Task{Name: "a", Schedule: "@hourly", Timezone: "Europe/Atlantis", Action: hook("https://example.com")}, "timezone"},
-		{"bad overlap", Task{Name: "a", Schedule: "@hourly", Overlap: "queue", Action: hook("https://example.com")}, "overlap"},
-		{"too many attempts", Task{Name: "a", Schedule: "@hourly", MaxAttempts: 26, Action: hook("https://example.com")}, "max_attempts"},
-		{"negative timeout", Task{Name: "a", Schedule: "@hourly", TimeoutSeconds: -1, Action: hook("https://example.com")}, "timeout_seconds"},
-		{"no action type", Task{Name: "a", Schedule: "@hourly"}, "action.type"},
-		{"unknown action type", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: "email"}}, "action.type"},
-		{"ftp url", Task{Name: "a", Schedule: "@hourly", Action: hook("ftp://example.com")}, "action.url"},
-		{"relative url", Task{Name: "a", Schedule: "@hourly", Action: hook("/hook")}, "action.url"},
-		{"loopback url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://127.0.0.1:8080/x")}, "action.url"},
-		{"metadata url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://169.254.169.254/latest")}, "action.url"},
-		{"localhost url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://localhost/x")}, "action.url"},
-		{"bad method", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Method: "TRACE"}}, "action.method"},
-		{"signature header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "x"}}}, "action.headers"},
-		{"host header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "x"}}}, "action.headers"},
-		{"header injection", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1\r\nX-B: 2"}}}, "action.headers"},
-		{"webhook with event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Event: "x"}}, "action"},
-		{"publish without event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish}}, "action.event"},
-		{"reserved event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "task.run.succeeded"}}, "action.event"},
-		{"publish with url", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "x", URL: "https://example.com"}}, "action"},
-		{"huge body", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Body: json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`)}}, "action.body"},
+		{"minimal webhook", Task{Name: "a", Schedule: new("@hourly"), Action: hook("https://example.com/hook")}, ""},
+		{"publish to a room", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "report", Room: "ops"}}, ""},
+		{"empty name", Task{Name: " ", Schedule: new("@hourly"), Action: hook("https://example.com")}, "name"},
+		{"bad cron", Task{Name: "a", Schedule: new("every day"), Action: hook("https://example.com")}, "schedule"},
+		{"bad zone", Task{Name: "a", Schedule: new("@hourly"), Timezone: "Europe/Atlantis", Action: hook("https://example.com")}, "timezone"},
+		{"bad overlap", Task{Name: "a", Schedule: new("@hourly"), Overlap: "queue", Action: hook("https://example.com")}, "overlap"},
+		{"too many attempts", Task{Name: "a", Schedule: new("@hourly"), MaxAttempts: 26, Action: hook("https://example.com")}, "max_attempts"},
+		{"negative timeout", Task{Name: "a", Schedule: new("@hourly"), TimeoutSeconds: -1, Action: hook("https://example.com")}, "timeout_seconds"},
+		{"no action type", Task{Name: "a", Schedule: new("@hourly")}, "action.type"},
+		{"unknown action type", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: "email"}}, "action.type"},
+		{"ftp url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("ftp://example.com")}, "action.url"},
+		{"relative url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("/hook")}, "action.url"},
+		{"loopback url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://127.0.0.1:8080/x")}, "action.url"},
+		{"metadata url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://169.254.169.254/latest")}, "action.url"},
+		{"localhost url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://localhost/x")}, "action.url"},
+		{"bad method", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Method: "TRACE"}}, "action.method"},
+		{"signature header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "x"}}}, "action.headers"},
+		{"host header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "x"}}}, "action.headers"},
+		{"header injection", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1\r\nX-B: 2"}}}, "action.headers"},
+		{"webhook with event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Event: "x"}}, "action"},
+		{"publish without event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish}}, "action.event"},
+		{"reserved event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "task.run.succeeded"}}, "action.event"},
+		{"publish with url", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "x", URL: "https://example.com"}}, "action"},
+		{"huge body", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Body: json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`)}}, "action.body"},
 	} {
 		err := tc.task.Normalize(false)
 		v, isValidation := IsValidation(err)
@@ -61,7 +61,7 @@ func TestTaskNormalize(t *testing.T) {
 
 	t.Run("defaults", func(t *testing.T) {
 		t.Parallel()
-		task := Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com"}}
+		task := Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com"}}
 		if err := task.Normalize(false); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestTaskNormalize(t *testing.T) {
 	})
 	t.Run("private targets allowed by configuration", func(t *testing.T) {
 		t.Parallel()
-		task := Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "http://127.0.0.1:9/x"}}
+		task := Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "http://127.0.0.1:9/x"}}
 		if err := task.Normalize(true); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("creates a manual run and its job", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.MaxAttempts = 4 })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.MaxAttempts = 4 })
 		run, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +183,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("overlap skip conflicts while a run is active", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("overlap allow runs side by side", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 		for range 3 {
 			if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
 				t.Fatal(err)
@@ -233,14 +233,14 @@ func TestListPagination(t *testing.T) {
 	b := setup(t)
 	var want []string
 	for range 7 {
-		want = append([]string{b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow }).ID}, want...)
+		want = append([]string{b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow }).ID}, want...)
 	}
 	other := createUser(t, b.pool)
 	b.task(t, func(t *Task) { t.OwnerID = other }) // never shows up
 	var got []string
 	page := Page{Limit: 3}
 	for {
-		items, next, err := ListTasks(ctx, b.pool, b.owner, page)
+		items, next, err := ListTasks(ctx, b.pool, b.owner, page, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestListPagination(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("tasks newest first:\n got %v\nwant %v", got, want)
 	}
-	if _, _, err := ListTasks(ctx, b.pool, b.owner, Page{Cursor: "garbage"}); !errors.Is(err, ErrBadCursor) {
+	if _, _, err := ListTasks(ctx, b.pool, b.owner, Page{Cursor: "garbage"}, ""); !errors.Is(err, ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
 	}
 
@@ -286,7 +286,7 @@ func TestUpdateTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	task := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 	due := time.Now().Add(-time.Second).Truncate(time.Second)
 	b.dueAt(t, task.ID, due)
 
@@ -296,7 +296,7 @@ func TestUpdateTask(t *testing.T) {
 		t.Fatalf("rename: %v; next %v (a pending tick must survive an unrelated edit)", err, got.NextRunAt)
 	}
 	sched, tz := "0 9 * * *", "Asia/Tokyo"
-	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: &sched, Timezone: &tz}, false)
+	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&sched), Timezone: &tz}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +308,11 @@ func TestUpdateTask(t *testing.T) {
 		t.Fatalf("deactivate: %v, next %v", err, got.NextRunAt)
 	}
 	bad := "nope"
-	if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: &bad}, false); err == nil {
+	if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&bad)}, false); err == nil {
 		t.Fatal("bad schedule accepted")
 	}
-	if got := b.get(t, task.ID); got.Schedule != sched {
-		t.Fatalf("a rejected patch changed the task: %q", got.Schedule)
+	if got := b.get(t, task.ID); *got.Schedule != sched {
+		t.Fatalf("a rejected patch changed the task: %q", *got.Schedule)
 	}
 	other := createUser(t, b.pool)
 	if _, err := UpdateTask(ctx, b.pool, other, task.ID, TaskPatch{Name: &name}, false); !errors.Is(err, db.ErrNotFound) {
