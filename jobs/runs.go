@@ -2,7 +2,7 @@ package jobs
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -30,76 +30,44 @@ const (
 
 // Run is one execution of a task, as the API shows it.
 type Run struct {
-	ID              string     `json:"id" format:"uuid"`
-	TaskID          string     `json:"task_id" format:"uuid"`
-	Status          string     `json:"status" enum:"queued,running,succeeded,failed,cancelled"`
-	Trigger         string     `json:"trigger" enum:"schedule,manual"`
-	ScheduledFor    time.Time  `json:"scheduled_for"`
-	StartedAt       *time.Time `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	Attempt         int        `json:"attempt"`
-	DurationMS      *int64     `json:"duration_ms"`
-	HTTPStatus      *int       `json:"http_status"`
-	Error           *string    `json:"error"`
-	ResponseExcerpt *string    `json:"response_excerpt"`
-	SkippedTicks    int        `json:"skipped_ticks" doc:"earlier ticks folded into this run because no worker ran at the time"`
-	CreatedAt       time.Time  `json:"created_at"`
+	ID              string          `json:"id" format:"uuid"`
+	TaskID          string          `json:"task_id" format:"uuid"`
+	Status          string          `json:"status" enum:"queued,running,succeeded,failed,cancelled"`
+	Trigger         string          `json:"trigger" enum:"schedule,manual"`
+	ScheduledFor    time.Time       `json:"scheduled_for"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	Attempt         int             `json:"attempt"`
+	DurationMS      *int64          `json:"duration_ms"`
+	HTTPStatus      *int            `json:"http_status"`
+	Error           *string         `json:"error"`
+	ResponseExcerpt *string         `json:"response_excerpt"`
+	SkippedTicks    int             `json:"skipped_ticks" doc:"earlier ticks folded into this run because no worker ran at the time"`
+	Payload         json.RawMessage `json:"payload" doc:"the run's input (webhook body or publish payload); null: the task's own"`
+	RetryOf         *string         `json:"retry_of" format:"uuid" doc:"the failed or cancelled run this one retries"`
+	NextAttemptAt   *time.Time      `json:"next_attempt_at" doc:"while queued between attempts: when the next attempt is due"`
+	CreatedAt       time.Time       `json:"created_at"`
 }
 
 const runColumns = `r.id::text, r.task_id::text, r.status, r.trigger, r.scheduled_for, r.started_at, r.finished_at,
-	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks, r.created_at`
+	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks,
+	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at`
 
 func runDest(r *Run) []any {
 	return []any{&r.ID, &r.TaskID, &r.Status, &r.Trigger, &r.ScheduledFor, &r.StartedAt, &r.FinishedAt,
-		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks, &r.CreatedAt}
+		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks,
+		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt}
 }
 
 // ErrRunActive is returned by TriggerRun when the task's overlap policy is
 // skip and one of its runs is queued or running. It wraps db.ErrConflict.
 var ErrRunActive = fmt.Errorf("%w: a run of this task is already queued or running (overlap is skip)", db.ErrConflict)
 
-// TriggerRun creates a manual run of the owner's task and its job in one
-// transaction. The task row is locked first, so the overlap check and the
-// insert cannot interleave with a claim or another trigger.
+// TriggerRun creates a manual run of the owner's task, without input; see
+// Trigger.
 func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string) (Run, error) {
-	if uuid.Validate(taskID) != nil {
-		return Run{}, db.ErrNotFound
-	}
-	tx, err := q.Begin(ctx)
-	if err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var maxAttempts int
-	err = tx.QueryRow(ctx, `SELECT max_attempts FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, taskID, ownerID).Scan(&maxAttempts)
-	if err != nil {
-		return Run{}, db.Translate(err)
-	}
-	var run Run
-	err = tx.QueryRow(ctx, `
-		WITH task AS (
-			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $1 RETURNING overlap
-		)
-		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
-		SELECT $1, 'manual', now() FROM task
-		-- why: conditional insert, no read-then-write; the row lock above
-		-- serialises it with claims and other triggers.
-		WHERE task.overlap = 'allow' OR NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = $1 AND a.status IN ('queued', 'running'))
-		RETURNING `+runColumns, taskID).Scan(runDest(&run)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, ErrRunActive
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	if _, err := client.InsertTx(ctx, tx, RunArgs{RunID: run.ID, TaskID: taskID}, runInsertOpts(maxAttempts)); err != nil {
-		return Run{}, fmt.Errorf("trigger run: enqueue: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	return run, nil
+	res, err := Trigger(ctx, q, client, TriggerRequest{OwnerID: ownerID, TaskID: taskID})
+	return res.Run, err
 }
 
 // GetRun returns a run of one of the owner's tasks.

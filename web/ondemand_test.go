@@ -1,8 +1,12 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 )
 
 func onDemandTask(name string) map[string]any {
@@ -70,5 +74,93 @@ func TestOnDemandTasks(t *testing.T) {
 			}
 		}
 		requireProblem(t, b.do(t, http.MethodGet, "/v1/tasks?kind=cron", nil, token), http.StatusUnprocessableEntity)
+	})
+}
+
+func TestTriggerInput(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	token, _ := b.register(t, "trigger-input@example.com")
+	body := onDemandTask("in")
+	body["overlap"] = "allow"
+	id := b.createTask(t, token, body)["id"].(string)
+	runs := "/v1/tasks/" + id + "/runs"
+
+	t.Run("payload and run_at are kept on the run", func(t *testing.T) {
+		t.Parallel()
+		at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		res := b.do(t, http.MethodPost, runs, map[string]any{"payload": map[string]any{"order": 42}, "run_at": at}, token)
+		if res.status != http.StatusAccepted || res.body["status"] != "queued" {
+			t.Fatalf("trigger: %d %s", res.status, res.raw)
+		}
+		if p, _ := json.Marshal(res.body["payload"]); string(p) != `{"order":42}` {
+			t.Fatalf("payload %s", p)
+		}
+		if got, _ := time.Parse(time.RFC3339Nano, res.body["scheduled_for"].(string)); !got.Equal(at) {
+			t.Fatalf("scheduled_for %v, want %v", res.body["scheduled_for"], at)
+		}
+		var state string
+		var scheduledAt time.Time
+		err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT state, scheduled_at FROM river_job WHERE args->>'run_id' = $1`, res.body["id"]).Scan(&state, &scheduledAt)
+		if err != nil || !scheduledAt.Equal(at) || state != "scheduled" {
+			t.Fatalf("river job: %s at %v, %v", state, scheduledAt, err)
+		}
+	})
+
+	t.Run("an empty body still triggers", func(t *testing.T) {
+		t.Parallel()
+		if res := b.do(t, http.MethodPost, runs, "{}", token); res.status != http.StatusAccepted || res.body["payload"] != nil {
+			t.Fatalf("trigger: %d %s", res.status, res.raw)
+		}
+	})
+
+	t.Run("a key answers its first run", func(t *testing.T) {
+		t.Parallel()
+		first := b.do(t, http.MethodPost, runs, map[string]any{"idempotency_key": "order-7"}, token)
+		again := b.do(t, http.MethodPost, runs, map[string]any{"idempotency_key": "order-7", "payload": 1}, token)
+		other := b.do(t, http.MethodPost, runs, map[string]any{"idempotency_key": "order-8"}, token)
+		if first.status != http.StatusAccepted || again.status != http.StatusOK || first.body["id"] != again.body["id"] {
+			t.Fatalf("first %d %v, again %d %v", first.status, first.body["id"], again.status, again.body["id"])
+		}
+		if other.status != http.StatusAccepted || other.body["id"] == first.body["id"] {
+			t.Fatalf("another key: %d %s", other.status, other.raw)
+		}
+		// The same key on another task is another key.
+		id2 := b.createTask(t, token, onDemandTask("in2"))["id"].(string)
+		if res := b.do(t, http.MethodPost, "/v1/tasks/"+id2+"/runs", map[string]any{"idempotency_key": "order-7"}, token); res.status != http.StatusAccepted {
+			t.Fatalf("same key, other task: %d %s", res.status, res.raw)
+		}
+		// After 24 h the key makes a new run.
+		if _, err := b.server.opts.Pool.Exec(context.Background(), `UPDATE task_run_keys SET created_at = now() - interval '25 hours' WHERE key = 'order-7' AND task_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		later := b.do(t, http.MethodPost, runs, map[string]any{"idempotency_key": "order-7"}, token)
+		if later.status != http.StatusAccepted || later.body["id"] == first.body["id"] {
+			t.Fatalf("expired key: %d %s", later.status, later.raw)
+		}
+	})
+
+	t.Run("bad input is 422", func(t *testing.T) {
+		t.Parallel()
+		for name, body := range map[string]any{
+			"run_at in the past":   map[string]any{"run_at": time.Now().Add(-time.Hour)},
+			"run_at too far":       map[string]any{"run_at": time.Now().Add(31 * 24 * time.Hour)},
+			"run_at not a time":    `{"run_at":"tomorrow"}`,
+			"key too long":         map[string]any{"idempotency_key": strings.Repeat("k", 256)},
+			"key with a control":   map[string]any{"idempotency_key": "a\u0007b"},
+			"payload too big":      map[string]any{"payload": strings.Repeat("x", 65<<10)},
+			"payload not JSON":     `{"payload": nope}`,
+			"unknown field":        map[string]any{"paylod": 1},
+			"malformed run_at key": `{"run_at": 12}`,
+		} {
+			res := b.do(t, http.MethodPost, runs, body, token)
+			if res.status != http.StatusUnprocessableEntity && !(name == "payload not JSON" && res.status == http.StatusBadRequest) {
+				t.Errorf("%s: %d %s", name, res.status, res.raw)
+			}
+		}
+		var n int
+		if err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT count(*) FROM task_run_keys WHERE length(key) > 255`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("keys: %d %v", n, err)
+		}
 	})
 }

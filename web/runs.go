@@ -2,8 +2,10 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -29,6 +31,22 @@ type runListOutput struct {
 	Body runList
 }
 
+type triggerBody struct {
+	Payload        json.RawMessage `json:"payload,omitempty" doc:"this run's input: the webhook body, or the publish payload; at most 64 KiB; default the task's"`
+	RunAt          *time.Time      `json:"run_at,omitempty" doc:"run at this time (at most 30 days ahead) instead of now"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" maxLength:"255" doc:"the same key for the same task within 24 h answers the first run (200) instead of making another"`
+}
+
+type triggerInput struct {
+	ID   string       `path:"id" doc:"task id"`
+	Body *triggerBody `required:"false"`
+}
+
+type triggerOutput struct {
+	Status int
+	Body   jobs.Run
+}
+
 type runIDInput struct {
 	ID string `path:"id" doc:"run id"`
 }
@@ -37,9 +55,11 @@ func registerRuns(api huma.API, s *Server) {
 	tags := []string{"Runs"}
 	huma.Register(api, huma.Operation{
 		OperationID: "task-run-create", Method: http.MethodPost, Path: "/v1/tasks/{id}/runs",
-		Summary: "Run a task now", Tags: tags, Security: bearer, DefaultStatus: http.StatusAccepted,
-		Description: "Creates a manual run, queued. 409 when the task's overlap is skip and a run is queued or running.",
-		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict},
+		Summary: "Run a task now or later, with its own input", Tags: tags, Security: bearer, DefaultStatus: http.StatusAccepted,
+		Description: "Creates a manual run, queued (202). With idempotency_key, a repeat within 24 h answers the first run (200). " +
+			"409 when the task's overlap is skip and a run is queued or running.",
+		MaxBodyBytes: 256 << 10,
+		Errors:       []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, s.triggerRun)
 	huma.Register(api, huma.Operation{
 		OperationID: "task-run-list", Method: http.MethodGet, Path: "/v1/tasks/{id}/runs",
@@ -53,21 +73,35 @@ func registerRuns(api huma.API, s *Server) {
 	}, s.getRun)
 }
 
-func (s *Server) triggerRun(ctx context.Context, in *taskIDInput) (*runOutput, error) {
+func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutput, error) {
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for manual runs"), "", "")
 	}
-	run, err := jobs.TriggerRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID)
+	req := jobs.TriggerRequest{OwnerID: principal(ctx).UserID, TaskID: in.ID}
+	if b := in.Body; b != nil {
+		req.Payload, req.RunAt, req.IdempotencyKey = b.Payload, b.RunAt, b.IdempotencyKey
+	}
+	res, err := jobs.Trigger(ctx, s.opts.Pool, s.opts.River, req)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
-	s.opts.JobMetrics.RunStatus(run.Status, 1)
-	if s.opts.RunEvents != nil {
-		if err := s.opts.RunEvents.PublishUser(context.WithoutCancel(ctx), principal(ctx).UserID, jobs.EventName(run.Status), run); err != nil {
-			s.opts.Logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "error", err)
-		}
+	if res.Replayed {
+		return &triggerOutput{Status: http.StatusOK, Body: res.Run}, nil
 	}
-	return &runOutput{Body: run}, nil
+	s.runChanged(ctx, res.Run)
+	return &triggerOutput{Status: http.StatusAccepted, Body: res.Run}, nil
+}
+
+// runChanged counts a run's new status and announces it to the caller, its
+// owner.
+func (s *Server) runChanged(ctx context.Context, run jobs.Run) {
+	s.opts.JobMetrics.RunStatus(run.Status, 1)
+	if s.opts.RunEvents == nil {
+		return
+	}
+	if err := s.opts.RunEvents.PublishUser(context.WithoutCancel(ctx), principal(ctx).UserID, jobs.EventName(run.Status), run); err != nil {
+		s.opts.Logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "error", err)
+	}
 }
 
 func (s *Server) listRuns(ctx context.Context, in *runListInput) (*runListOutput, error) {

@@ -164,7 +164,10 @@ func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {
 func (w *runWorker) publish(ctx context.Context, rc jobs.RunContext) attempt {
 	a := rc.Task.Action
 	var payload any
-	if len(a.Payload) > 0 {
+	switch {
+	case len(rc.Run.Payload) > 0:
+		payload = rc.Run.Payload
+	case len(a.Payload) > 0:
 		payload = a.Payload
 	}
 	var err error
@@ -214,8 +217,12 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	return out
 }
 
-// webhookBody is the action's body as given, or a description of the run.
+// webhookBody is the run's payload, the action's body as given, or a
+// description of the run.
 func webhookBody(rc jobs.RunContext) []byte {
+	if len(rc.Run.Payload) > 0 {
+		return rc.Run.Payload
+	}
 	if len(rc.Task.Action.Body) > 0 {
 		return rc.Task.Action.Body
 	}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
+)
+
+// startReplicas starts n full replicas (separate pools, River clients and
+// claim loops) on one database, webhooks to loopback allowed.
+func startReplicas(t *testing.T, n int) (servers []*testServer, dbURL string) {
+	t.Helper()
+	dbURL = dbtest.NewDatabaseURL(t)
+	for range n {
+		cfg := testConfig(t, dbURL)
+		cfg.WebhookPrivate = true
+		servers = append(servers, startServer(t, cfg))
+	}
+	return servers, dbURL
+}
+
+// hookCalls is a webhook target that records when each run id was called.
+type hookCalls struct {
+	*httptest.Server
+	mu     sync.Mutex
+	calls  map[string][]time.Time
+	bodies map[string]string // run id → last body
+}
+
+func newHookCalls(t *testing.T) *hookCalls {
+	h := &hookCalls{calls: map[string][]time.Time{}, bodies: map[string]string{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.bodies[r.Header.Get("webhook-id")] = string(body)
+		h.calls[r.Header.Get("webhook-id")] = append(h.calls[r.Header.Get("webhook-id")], time.Now())
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookCalls) body(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bodies[id]
+}
+
+func (h *hookCalls) of(id string) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Time(nil), h.calls[id]...)
+}
+
+func dbCount(t *testing.T, dbURL, sql string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestIdempotentTriggersAcrossReplicas: 50 concurrent triggers with one key,
+// spread over three replicas, make exactly one run, and every answer is it.
+func TestIdempotentTriggersAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	servers, dbURL := startReplicas(t, 3)
+	hook := newHookCalls(t)
+	token, _ := registerUser(t, servers[0], "idem@example.com")
+	taskID := createTask(t, servers[0].URL, token, map[string]any{
+		"name": "charge", "overlap": "allow", "action": map[string]any{"type": "webhook", "url": hook.URL},
+	})
+
+	const n = 50
+	ids := make([]string, n)
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			status, run := call(t, http.MethodPost, servers[i%3].URL+"/v1/tasks/"+taskID+"/runs",
+				map[string]any{"idempotency_key": "charge-2026-12-01", "payload": map[string]any{"amount": 5}}, token)
+			statuses[i] = status
+			ids[i], _ = run["id"].(string)
+		})
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i := range n {
+		if ids[i] == "" || ids[i] != ids[0] {
+			t.Fatalf("answer %d: %d run %q, want run %q", i, statuses[i], ids[i], ids[0])
+		}
+		if statuses[i] == http.StatusAccepted {
+			created++
+		} else if statuses[i] != http.StatusOK {
+			t.Fatalf("answer %d: status %d", i, statuses[i])
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d answers said created (202), want 1", created)
+	}
+	if runs := dbCount(t, dbURL, `SELECT count(*) FROM task_runs WHERE task_id = $1`, taskID); runs != 1 {
+		t.Fatalf("%d runs, want 1", runs)
+	}
+	testwait.For(t, 15*time.Second, "the run to call the webhook", func() bool { return len(hook.of(ids[0])) == 1 })
+	if jobs := dbCount(t, dbURL, `SELECT count(*) FROM river_job WHERE args->>'run_id' = $1`, ids[0]); jobs != 1 {
+		t.Fatalf("%d river jobs, want 1", jobs)
+	}
+	if b := hook.body(ids[0]); b != `{"amount": 5}` && b != `{"amount":5}` {
+		t.Fatalf("the webhook got %q, want the run's payload", b)
+	}
+}
+
+// TestDelayedRunStartsAtRunAt: runs with run_at, spread over 5 s (a whole
+// period of River's scheduler), start on one of three replicas at run_at,
+// never before, and within about a second of it.
+func TestDelayedRunStartsAtRunAt(t *testing.T) {
+	t.Parallel()
+	servers, _ := startReplicas(t, 3)
+	hook := newHookCalls(t)
+	token, _ := registerUser(t, servers[1], "delay@example.com")
+	taskID := createTask(t, servers[1].URL, token, map[string]any{
+		"name": "later", "overlap": "allow", "action": map[string]any{"type": "webhook", "url": hook.URL},
+	})
+	base := time.Now().Add(2 * time.Second).UTC()
+	runAt := map[string]time.Time{}
+	for i := range 4 {
+		at := base.Add(time.Duration(i) * 1300 * time.Millisecond)
+		status, run := call(t, http.MethodPost, servers[i%3].URL+"/v1/tasks/"+taskID+"/runs", map[string]any{"run_at": at}, token)
+		if status != http.StatusAccepted {
+			t.Fatalf("trigger: %d %v", status, run)
+		}
+		runAt[run["id"].(string)] = at
+	}
+	var worst time.Duration
+	for id, at := range runAt {
+		testwait.For(t, 20*time.Second, "the delayed run to call the webhook", func() bool { return len(hook.of(id)) > 0 })
+		lag := hook.of(id)[0].Sub(at)
+		if lag < 0 {
+			t.Fatalf("run %s called %s before run_at", id, -lag)
+		}
+		worst = max(worst, lag)
+		testwait.For(t, 10*time.Second, "the run to succeed", func() bool {
+			_, r := call(t, http.MethodGet, servers[0].URL+"/v1/runs/"+id, nil, token)
+			return r["status"] == "succeeded"
+		})
+	}
+	t.Logf("delayed runs called at most %s after run_at", worst.Round(time.Millisecond))
+	if worst > 2*time.Second {
+		t.Fatalf("a run was called %s after run_at, want within about a second", worst)
+	}
+}
