@@ -142,13 +142,14 @@ type Outcome struct {
 }
 
 // FinishAttempt records an attempt's outcome and returns the run. A run
-// going back to queued keeps its error so users see why it is retried.
+// going back to queued keeps its error so users see why it is retried. A
+// cancelled run stays cancelled: db.ErrNotFound.
 func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
 	var r Run
 	err := q.QueryRow(ctx, `
 		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
 			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END
-		WHERE r.id = $1
+		WHERE r.id = $1 AND r.status <> 'cancelled'
 		RETURNING `+runColumns,
 		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds()).Scan(runDest(&r)...)
 	if err != nil {

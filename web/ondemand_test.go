@@ -164,3 +164,61 @@ func TestTriggerInput(t *testing.T) {
 		}
 	})
 }
+
+func TestCancelRunAPI(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	token, _ := b.register(t, "cancel@example.com")
+	body := onDemandTask("c")
+	body["overlap"] = "allow"
+	id := b.createTask(t, token, body)["id"].(string)
+	trigger := func(t *testing.T) string {
+		t.Helper()
+		res := b.do(t, http.MethodPost, "/v1/tasks/"+id+"/runs", map[string]any{"run_at": time.Now().Add(time.Hour)}, token)
+		if res.status != http.StatusAccepted {
+			t.Fatalf("trigger: %d %s", res.status, res.raw)
+		}
+		return res.body["id"].(string)
+	}
+	jobState := func(t *testing.T, runID string) string {
+		var state string
+		if err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE args->>'run_id' = $1`, runID).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state
+	}
+
+	t.Run("a delayed run is cancelled with its job, idempotently", func(t *testing.T) {
+		t.Parallel()
+		run := trigger(t)
+		for i := range 2 {
+			res := b.do(t, http.MethodPost, "/v1/runs/"+run+"/cancel", nil, token)
+			if res.status != http.StatusOK || res.body["status"] != "cancelled" || res.body["finished_at"] == nil {
+				t.Fatalf("cancel %d: %d %s", i, res.status, res.raw)
+			}
+		}
+		if s := jobState(t, run); s != "cancelled" {
+			t.Fatalf("river job %s, want cancelled (it never starts)", s)
+		}
+	})
+
+	t.Run("a finished run answers 409", func(t *testing.T) {
+		t.Parallel()
+		run := trigger(t)
+		if _, err := b.server.opts.Pool.Exec(context.Background(), `UPDATE task_runs SET status = 'succeeded', finished_at = now() WHERE id = $1`, run); err != nil {
+			t.Fatal(err)
+		}
+		requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+run+"/cancel", nil, token), http.StatusConflict)
+	})
+
+	t.Run("another user's run is 404, a malformed id 422", func(t *testing.T) {
+		t.Parallel()
+		run := trigger(t)
+		other, _ := b.register(t, "cancel-other@example.com")
+		requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+run+"/cancel", nil, other), http.StatusNotFound)
+		requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/not-a-uuid/cancel", nil, token), http.StatusUnprocessableEntity)
+		if s := jobState(t, run); s != "scheduled" {
+			t.Fatalf("river job %s after refused cancels", s)
+		}
+	})
+}

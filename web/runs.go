@@ -51,6 +51,11 @@ type runIDInput struct {
 	ID string `path:"id" doc:"run id"`
 }
 
+// runActionInput names a run to act on; a malformed id is 422.
+type runActionInput struct {
+	ID string `path:"id" format:"uuid" doc:"run id"`
+}
+
 func registerRuns(api huma.API, s *Server) {
 	tags := []string{"Runs"}
 	huma.Register(api, huma.Operation{
@@ -71,6 +76,27 @@ func registerRuns(api huma.API, s *Server) {
 		Summary: "Get a run", Tags: tags, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
 	}, s.getRun)
+	huma.Register(api, huma.Operation{
+		OperationID: "run-cancel", Method: http.MethodPost, Path: "/v1/runs/{id}/cancel",
+		Summary: "Cancel a queued or running run", Tags: tags, Security: bearer,
+		Description: "A queued or delayed run never starts; a running webhook call is aborted. 200 with the run, status cancelled, " +
+			"also when it already was; 409 when it succeeded or failed.",
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, s.cancelRun)
+}
+
+func (s *Server) cancelRun(ctx context.Context, in *runActionInput) (*runOutput, error) {
+	if s.opts.River == nil {
+		return nil, s.fail(ctx, errors.New("no river client wired for cancelling runs"), "", "")
+	}
+	res, err := jobs.CancelRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err, "no such run", "the run has already finished; retry it instead")
+	}
+	if res.Changed {
+		s.runChanged(ctx, res.Run)
+	}
+	return &runOutput{Body: res.Run}, nil
 }
 
 func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutput, error) {

@@ -87,8 +87,13 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	a := w.perform(actx, rc)
 	timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
+	if errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) {
+		// Cancelled through the API, which marked the run: River finalises
+		// the job as cancelled; the aborted call is all there is to record.
+		return context.Cause(ctx)
+	}
 	if ctx.Err() != nil {
-		// Stopping or cancelled: River puts the job back; so do we.
+		// Stopping: River puts the job back; so do we.
 		a = attempt{err: errors.New("interrupted: the worker stopped; the run will be retried")}
 		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Error: a.err.Error(), Duration: time.Since(start)})
 		return ctx.Err()
@@ -126,21 +131,27 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 	}
 	o.Status = jobs.StatusQueued
 	w.retryAt.Store(job.ID, time.Now().Add(max(w.backoff(job.Attempt), a.retryAfter)))
-	w.finish(ctx, rc, o)
+	if !w.finish(ctx, rc, o) {
+		// Cancelled (or deleted) during the attempt: no retry.
+		w.retryAt.Delete(job.ID)
+		return river.JobCancel(a.err)
+	}
 	return a.err
 }
 
-// finish records the outcome and announces the new status.
-func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) {
+// finish records the outcome and announces the new status. false: the run
+// was cancelled or deleted meanwhile, and nothing was recorded.
+func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) bool {
 	run, err := jobs.FinishAttempt(context.WithoutCancel(ctx), w.db, rc.Run.ID, o)
 	if errors.Is(err, db.ErrNotFound) {
-		return // deleted while running
+		return false
 	}
 	if err != nil {
 		w.logger.Error("record run outcome", "run_id", rc.Run.ID, "error", err)
-		return
+		return true
 	}
 	w.announce(ctx, rc.Task.OwnerID, run)
+	return true
 }
 
 func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {

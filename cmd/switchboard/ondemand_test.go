@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,5 +167,123 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	t.Logf("delayed runs called at most %s after run_at", worst.Round(time.Millisecond))
 	if worst > 2*time.Second {
 		t.Fatalf("a run was called %s after run_at, want within about a second", worst)
+	}
+}
+
+// holdingHook holds every call until the caller goes away, and reports each
+// aborted call's run id.
+type holdingHook struct {
+	*httptest.Server
+	called  chan string
+	aborted chan string
+}
+
+func newHoldingHook(t *testing.T) *holdingHook {
+	h := &holdingHook{called: make(chan string, 16), aborted: make(chan string, 16)}
+	stop := make(chan struct{})
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("webhook-id")
+		// Reading the body to its end lets the server notice the client
+		// going away (it then watches the connection).
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.called <- id
+		select {
+		case <-r.Context().Done():
+			h.aborted <- id
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		h.Close()
+	})
+	return h
+}
+
+func recv(t *testing.T, ch chan string, what string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no %s within 20 s", what)
+		return ""
+	}
+}
+
+// runningNode is the node id whose River client runs the run's job.
+func runningNode(t *testing.T, dbURL, runID string) string {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var node string
+	err = conn.QueryRow(context.Background(), `
+		SELECT attempted_by[array_length(attempted_by, 1)] FROM river_job WHERE args->>'run_id' = $1`, runID).Scan(&node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+// TestCancelAbortsTheRunningWebhook: a run's webhook call is in flight on
+// one replica; cancelling it through another replica aborts the call at the
+// target, the run ends cancelled (not retried), and the owner's socket gets
+// task.run.cancelled.
+func TestCancelAbortsTheRunningWebhook(t *testing.T) {
+	t.Parallel()
+	servers, dbURL := startReplicas(t, 3)
+	hook := newHoldingHook(t)
+	token, owner := registerUser(t, servers[0], "abort@example.com")
+	sock := connect(t, servers[0], token)
+	connected(t, servers[0], owner, 1)
+	taskID := createTask(t, servers[0].URL, token, map[string]any{
+		"name": "slow", "timeout_seconds": 120, "max_attempts": 3, "action": map[string]any{"type": "webhook", "url": hook.URL},
+	})
+	status, run := call(t, http.MethodPost, servers[0].URL+"/v1/tasks/"+taskID+"/runs", nil, token)
+	if status != http.StatusAccepted {
+		t.Fatalf("trigger: %d %v", status, run)
+	}
+	id := run["id"].(string)
+	if got := recv(t, hook.called, "webhook call"); got != id {
+		t.Fatalf("called for %s", got)
+	}
+	node := runningNode(t, dbURL, id)
+	var other *testServer
+	for _, s := range servers {
+		if s.nodeID != node {
+			other = s
+			break
+		}
+	}
+	status, body := call(t, http.MethodPost, other.URL+"/v1/runs/"+id+"/cancel", nil, token)
+	if status != http.StatusOK || body["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", status, body)
+	}
+	if got := recv(t, hook.aborted, "aborted call"); got != id {
+		t.Fatalf("aborted %s", got)
+	}
+	testwait.For(t, 15*time.Second, "the job to be finalised cancelled", func() bool {
+		return dbCount(t, dbURL, `SELECT count(*) FROM river_job WHERE args->>'run_id' = $1 AND state = 'cancelled'`, id) == 1
+	})
+	if s, attempt := runState(t, dbURL, id); s != "cancelled" || attempt != 1 {
+		t.Fatalf("run %s after %d attempts, want cancelled after 1", s, attempt)
+	}
+	select {
+	case again := <-hook.called:
+		t.Fatalf("the cancelled run was called again (%s)", again)
+	default:
+	}
+	for {
+		select {
+		case f := <-sock.frames:
+			if f.Event == "task.run.cancelled" && strings.Contains(string(f.Payload), id) {
+				return
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("no task.run.cancelled on the owner's socket")
+		}
 	}
 }
