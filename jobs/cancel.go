@@ -93,6 +93,11 @@ func cancelJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ru
 func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {
 	var run Run
 	err := tx.QueryRow(ctx, `
+		WITH closed AS (
+			UPDATE task_run_attempts a SET status = 'cancelled', finished_at = now(),
+				duration_ms = (EXTRACT(EPOCH FROM now() - a.started_at) * 1000)::int, error = 'cancelled on request'
+			WHERE a.run_id = $1 AND a.finished_at IS NULL
+		)
 		UPDATE task_runs r SET status = 'cancelled', finished_at = now(), next_attempt_at = NULL,
 			error = 'cancelled on request'
 		WHERE r.id = $1

@@ -118,40 +118,74 @@ type RunContext struct {
 }
 
 // StartRun marks a queued (or interrupted running) run as running for the
-// given attempt and returns it with its task. db.ErrNotFound means there is
-// nothing to do: the task was deleted or the run already finished.
+// given attempt, opens the attempt's record, and returns the run with its
+// task. db.ErrNotFound means there is nothing to do: the task was deleted
+// or the run already finished or was cancelled.
 func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunContext, error) {
 	var rc RunContext
 	dest := append(runDest(&rc.Run), &rc.SigningSecret)
 	dest = append(dest, taskDest(&rc.Task)...)
 	err := q.QueryRow(ctx, `
-		UPDATE task_runs r SET status = 'running', attempt = $2, started_at = now(), finished_at = NULL
-		FROM tasks t
-		WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
-		RETURNING `+runColumns+`, t.signing_secret, `+taskColumns, runID, attempt).Scan(dest...)
+		WITH started AS (
+			UPDATE task_runs r SET status = 'running', attempt = $2, started_at = now(), finished_at = NULL, next_attempt_at = NULL
+			FROM tasks t
+			WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
+			RETURNING `+runColumns+`, t.signing_secret, `+taskColumns+`
+		),
+		opened AS (
+			INSERT INTO task_run_attempts (run_id, attempt, status)
+			SELECT $1, $2, 'running' FROM started
+			ON CONFLICT (run_id, attempt) DO UPDATE SET status = 'running', started_at = now(), finished_at = NULL,
+				duration_ms = NULL, http_status = NULL, error = NULL, response_excerpt = NULL
+		)
+		SELECT * FROM started`, runID, attempt).Scan(dest...)
 	return rc, db.Translate(err)
 }
 
 // Outcome is the result of one attempt.
 type Outcome struct {
 	Status     string // succeeded, failed, or queued (a retry follows)
+	Attempt    int    // the attempt's number (Run.Attempt after StartRun)
 	HTTPStatus int    // 0: none
 	Error      string // "": none
 	Excerpt    string // "": none
 	Duration   time.Duration
+	// NextAttemptAt is when the retry is due (Status queued).
+	NextAttemptAt *time.Time
+	// Interrupted: the worker stopped; the attempt did not fail by itself.
+	Interrupted bool
 }
 
-// FinishAttempt records an attempt's outcome and returns the run. A run
-// going back to queued keeps its error so users see why it is retried. A
-// cancelled run stays cancelled: db.ErrNotFound.
+// attemptStatus is the status of the attempt itself.
+func (o Outcome) attemptStatus() string {
+	switch {
+	case o.Status == StatusQueued && o.Interrupted:
+		return AttemptInterrupted
+	case o.Status == StatusQueued:
+		return StatusFailed
+	}
+	return o.Status
+}
+
+// FinishAttempt records an attempt's outcome on its record and the run,
+// and returns the run. A run going back to queued keeps its error so users
+// see why it is retried. A cancelled run stays cancelled (db.ErrNotFound),
+// and so does its attempt.
 func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
 	var r Run
 	err := q.QueryRow(ctx, `
+		WITH closed AS (
+			UPDATE task_run_attempts a SET status = $7, finished_at = now(), duration_ms = $6,
+				http_status = $3, error = $4, response_excerpt = $5
+			WHERE a.run_id = $1 AND a.attempt = $8 AND a.finished_at IS NULL
+		)
 		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
-			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END
+			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+			next_attempt_at = $9
 		WHERE r.id = $1 AND r.status <> 'cancelled'
 		RETURNING `+runColumns,
-		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds()).Scan(runDest(&r)...)
+		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds(),
+		o.attemptStatus(), o.Attempt, o.NextAttemptAt).Scan(runDest(&r)...)
 	if err != nil {
 		return Run{}, fmt.Errorf("finish run attempt: %w", db.Translate(err))
 	}

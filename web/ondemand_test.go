@@ -217,8 +217,18 @@ func TestCancelRunAPI(t *testing.T) {
 		other, _ := b.register(t, "cancel-other@example.com")
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+run+"/cancel", nil, other), http.StatusNotFound)
 		requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/not-a-uuid/cancel", nil, token), http.StatusUnprocessableEntity)
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/runs/"+run+"/attempts", nil, other), http.StatusNotFound)
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/runs/not-a-uuid/attempts", nil, token), http.StatusUnprocessableEntity)
+		if res := b.do(t, http.MethodGet, "/v1/runs/"+run+"/attempts", nil, token); res.status != http.StatusOK || string(mustJSON(res.body["items"])) != "[]" {
+			t.Fatalf("attempts of a run not started: %d %s", res.status, res.raw)
+		}
 		if s := jobState(t, run); s != "scheduled" {
 			t.Fatalf("river job %s after refused cancels", s)
 		}
 	})
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

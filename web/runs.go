@@ -83,6 +83,29 @@ func registerRuns(api huma.API, s *Server) {
 			"also when it already was; 409 when it succeeded or failed.",
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, s.cancelRun)
+	huma.Register(api, huma.Operation{
+		OperationID: "run-attempt-list", Method: http.MethodGet, Path: "/v1/runs/{id}/attempts",
+		Summary: "List every attempt of a run", Tags: tags, Security: bearer,
+		Description: "Start, end, status, http_status, error, response excerpt and duration of each attempt. " +
+			"While the run is queued between attempts, the run's next_attempt_at says when the next is due.",
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, s.listAttempts)
+}
+
+type attemptListOutput struct {
+	Body struct {
+		Items []jobs.Attempt `json:"items" doc:"every attempt, first first"`
+	}
+}
+
+func (s *Server) listAttempts(ctx context.Context, in *runActionInput) (*attemptListOutput, error) {
+	items, err := jobs.ListAttempts(ctx, s.opts.Pool, principal(ctx).UserID, in.ID)
+	if err != nil {
+		return nil, s.fail(ctx, err, "no such run", "")
+	}
+	out := &attemptListOutput{}
+	out.Body.Items = items
+	return out, nil
 }
 
 func (s *Server) cancelRun(ctx context.Context, in *runActionInput) (*runOutput, error) {

@@ -95,7 +95,8 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if ctx.Err() != nil {
 		// Stopping: River puts the job back; so do we.
 		a = attempt{err: errors.New("interrupted: the worker stopped; the run will be retried")}
-		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Error: a.err.Error(), Duration: time.Since(start)})
+		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Attempt: rc.Run.Attempt, Error: a.err.Error(),
+			Duration: time.Since(start), Interrupted: true})
 		return ctx.Err()
 	}
 	if timedOut && a.err != nil {
@@ -106,7 +107,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 
 // conclude records the attempt and tells River what follows.
 func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], rc jobs.RunContext, a attempt, took time.Duration) error {
-	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded}
+	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded, Attempt: rc.Run.Attempt}
 	if a.err == nil {
 		w.finish(ctx, rc, o)
 		return nil
@@ -130,7 +131,9 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 		return a.err
 	}
 	o.Status = jobs.StatusQueued
-	w.retryAt.Store(job.ID, time.Now().Add(max(w.backoff(job.Attempt), a.retryAfter)))
+	next := time.Now().Add(max(w.backoff(job.Attempt), a.retryAfter))
+	o.NextAttemptAt = &next
+	w.retryAt.Store(job.ID, next)
 	if !w.finish(ctx, rc, o) {
 		// Cancelled (or deleted) during the attempt: no retry.
 		w.retryAt.Delete(job.ID)

@@ -271,6 +271,11 @@ func TestCancelAbortsTheRunningWebhook(t *testing.T) {
 	if s, attempt := runState(t, dbURL, id); s != "cancelled" || attempt != 1 {
 		t.Fatalf("run %s after %d attempts, want cancelled after 1", s, attempt)
 	}
+	status, attempts := call(t, http.MethodGet, servers[2].URL+"/v1/runs/"+id+"/attempts", nil, token)
+	items, _ := attempts["items"].([]any)
+	if status != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["status"] != "cancelled" || items[0].(map[string]any)["finished_at"] == nil {
+		t.Fatalf("attempts: %d %v", status, attempts)
+	}
 	select {
 	case again := <-hook.called:
 		t.Fatalf("the cancelled run was called again (%s)", again)
