@@ -84,18 +84,33 @@ func GetRun(ctx context.Context, q db.DB, ownerID, id string) (Run, error) {
 
 // ListRuns returns a page of the runs of the owner's task, newest first.
 func ListRuns(ctx context.Context, q db.DB, ownerID, taskID string, p Page) ([]Run, string, error) {
+	return ListRunsWhere(ctx, q, ownerID, RunFilter{TaskID: taskID}, p)
+}
+
+// RunFilter narrows a run listing; zero fields do not filter.
+type RunFilter struct {
+	TaskID string // one task's runs (it must be the owner's); "": all the owner's
+	Status string // one status, e.g. StatusFailed for the dead-letter view
+}
+
+// ListRunsWhere returns a page of the owner's runs that match f, newest
+// first.
+func ListRunsWhere(ctx context.Context, q db.DB, ownerID string, f RunFilter, p Page) ([]Run, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := GetTask(ctx, q, ownerID, taskID); err != nil {
-		return nil, "", err
+	if f.TaskID != "" {
+		if _, err := GetTask(ctx, q, ownerID, f.TaskID); err != nil {
+			return nil, "", err
+		}
 	}
 	rows, err := q.Query(ctx, `
-		SELECT `+runColumns+` FROM task_runs r
-		WHERE r.task_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
+		SELECT `+runColumns+` FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE t.owner_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
+			AND ($5::uuid IS NULL OR r.task_id = $5::uuid) AND ($6 = '' OR r.status = $6)
 		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`, taskID, c.createdAt, c.id, p.limit()+1)
+		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, nilIfZero(f.TaskID), f.Status)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}

@@ -232,3 +232,62 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+func TestRetryAndDeadLetterAPI(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	token, _ := b.register(t, "retry@example.com")
+	body := onDemandTask("r")
+	body["overlap"] = "allow"
+	id := b.createTask(t, token, body)["id"].(string)
+	trigger := func(t *testing.T, payload any) string {
+		t.Helper()
+		res := b.do(t, http.MethodPost, "/v1/tasks/"+id+"/runs", map[string]any{"payload": payload}, token)
+		if res.status != http.StatusAccepted {
+			t.Fatalf("trigger: %d %s", res.status, res.raw)
+		}
+		return res.body["id"].(string)
+	}
+	fail := func(t *testing.T, run string) {
+		t.Helper()
+		if _, err := b.server.opts.Pool.Exec(context.Background(), `UPDATE task_runs SET status = 'failed', finished_at = now(), error = 'boom' WHERE id = $1`, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := trigger(t, map[string]any{"n": 1})
+	fail(t, failed)
+	queued := trigger(t, nil)
+
+	retry := b.do(t, http.MethodPost, "/v1/runs/"+failed+"/retry", nil, token)
+	if retry.status != http.StatusAccepted || retry.body["retry_of"] != failed || retry.body["status"] != "queued" || string(mustJSON(retry.body["payload"])) != `{"n":1}` {
+		t.Fatalf("retry: %d %s", retry.status, retry.raw)
+	}
+	if again := b.do(t, http.MethodPost, "/v1/runs/"+failed+"/retry", nil, token); again.status != http.StatusOK || again.body["id"] != retry.body["id"] {
+		t.Fatalf("second retry of the same run: %d %s", again.status, again.raw)
+	}
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+queued+"/retry", nil, token), http.StatusConflict)
+	if res := b.do(t, http.MethodPost, "/v1/runs/"+queued+"/cancel", nil, token); res.status != http.StatusOK {
+		t.Fatalf("cancel: %d", res.status)
+	}
+	if res := b.do(t, http.MethodPost, "/v1/runs/"+queued+"/retry", nil, token); res.status != http.StatusAccepted || res.body["retry_of"] != queued {
+		t.Fatalf("retry of a cancelled run: %d %s", res.status, res.raw)
+	}
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/bad/retry", nil, token), http.StatusUnprocessableEntity)
+	other, _ := b.register(t, "retry-other@example.com")
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+failed+"/retry", nil, other), http.StatusNotFound)
+
+	for _, path := range []string{"/v1/tasks/" + id + "/runs?status=failed", "/v1/runs?status=failed"} {
+		res := b.do(t, http.MethodGet, path, nil, token)
+		items, _ := res.body["items"].([]any)
+		if res.status != http.StatusOK || len(items) != 1 || items[0].(map[string]any)["id"] != failed {
+			t.Fatalf("%s: %d %s", path, res.status, res.raw)
+		}
+	}
+	if res := b.do(t, http.MethodGet, "/v1/runs", nil, token); len(res.body["items"].([]any)) != 4 {
+		t.Fatalf("all runs: %s", res.raw)
+	}
+	if res := b.do(t, http.MethodGet, "/v1/runs?status=failed", nil, other); len(res.body["items"].([]any)) != 0 {
+		t.Fatalf("another user's dead letters: %s", res.raw)
+	}
+	requireProblem(t, b.do(t, http.MethodGet, "/v1/runs?status=dead", nil, token), http.StatusUnprocessableEntity)
+}

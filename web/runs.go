@@ -18,6 +18,7 @@ type runOutput struct {
 
 type runListInput struct {
 	ID     string `path:"id" doc:"task id"`
+	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
@@ -45,6 +46,12 @@ type triggerInput struct {
 type triggerOutput struct {
 	Status int
 	Body   jobs.Run
+}
+
+type ownerRunListInput struct {
+	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
 type runIDInput struct {
@@ -90,6 +97,20 @@ func registerRuns(api huma.API, s *Server) {
 			"While the run is queued between attempts, the run's next_attempt_at says when the next is due.",
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.listAttempts)
+	huma.Register(api, huma.Operation{
+		OperationID: "run-retry", Method: http.MethodPost, Path: "/v1/runs/{id}/retry",
+		Summary: "Retry a failed or cancelled run", Tags: tags, Security: bearer, DefaultStatus: http.StatusAccepted,
+		Description: "Starts a new manual run with the same input, retry_of the original (202). A run is retried once: " +
+			"asking again within 24 h answers that retry (200). 409 when the run did not fail and was not cancelled, " +
+			"or the task's overlap is skip and a run is active.",
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
+	}, s.retryRun)
+	huma.Register(api, huma.Operation{
+		OperationID: "run-list", Method: http.MethodGet, Path: "/v1/runs",
+		Summary: "List the runs of all your tasks, newest first", Tags: tags, Security: bearer,
+		Description: "With status=failed: the dead-letter view, every failed run to inspect or retry.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+	}, s.listOwnerRuns)
 }
 
 type attemptListOutput struct {
@@ -106,6 +127,32 @@ func (s *Server) listAttempts(ctx context.Context, in *runActionInput) (*attempt
 	out := &attemptListOutput{}
 	out.Body.Items = items
 	return out, nil
+}
+
+func (s *Server) listOwnerRuns(ctx context.Context, in *ownerRunListInput) (*runListOutput, error) {
+	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).UserID, jobs.RunFilter{Status: in.Status},
+		jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	return &runListOutput{Body: runList{Items: items, NextCursor: nilIfEmpty(next)}}, nil
+}
+
+func (s *Server) retryRun(ctx context.Context, in *runActionInput) (*triggerOutput, error) {
+	if s.opts.River == nil {
+		return nil, s.fail(ctx, errors.New("no river client wired for retrying runs"), "", "")
+	}
+	res, err := jobs.RetryRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID)
+	switch {
+	case errors.Is(err, jobs.ErrRunNotRetryable):
+		return nil, huma.Error409Conflict("only a failed or cancelled run can be retried")
+	case err != nil:
+		return nil, s.taskError(ctx, err)
+	case res.Replayed:
+		return &triggerOutput{Status: http.StatusOK, Body: res.Run}, nil
+	}
+	s.runChanged(ctx, res.Run)
+	return &triggerOutput{Status: http.StatusAccepted, Body: res.Run}, nil
 }
 
 func (s *Server) cancelRun(ctx context.Context, in *runActionInput) (*runOutput, error) {
@@ -154,7 +201,8 @@ func (s *Server) runChanged(ctx context.Context, run jobs.Run) {
 }
 
 func (s *Server) listRuns(ctx context.Context, in *runListInput) (*runListOutput, error) {
-	items, next, err := jobs.ListRuns(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
+	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).UserID, jobs.RunFilter{TaskID: in.ID, Status: in.Status},
+		jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
