@@ -48,7 +48,7 @@ func TestRiverConfigPeriodicJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.PeriodicJobs) != 1 {
-		t.Fatalf("%d periodic jobs, want prune_runs", len(cfg.PeriodicJobs))
+	if len(cfg.PeriodicJobs) != 2 {
+		t.Fatalf("%d periodic jobs, want prune_runs and reconcile_runs", len(cfg.PeriodicJobs))
 	}
 }

@@ -62,7 +62,8 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
 			return nil, fmt.Errorf("add run worker: %w", err)
 		}
-		maintenance = append(maintenance, PruneRunsTask(opts.DB, opts.RunRetention))
+		maintenance = append(maintenance, PruneRunsTask(opts.DB, opts.RunRetention),
+			ReconcileRunsTask(opts.DB, cmp.Or[Publisher](opts.Publisher, LogPublisher{Logger: logger}), logger))
 	}
 	m := newMaintenanceWorker(maintenance, logger)
 	if err := river.AddWorkerSafely(w, m); err != nil {
