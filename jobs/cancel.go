@@ -107,3 +107,30 @@ func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {
 	}
 	return run, nil
 }
+
+// cancelActiveRuns cancels every queued or running run of the tasks, with
+// their jobs, inside the caller's transaction (overlap cancel_other).
+func cancelActiveRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], taskIDs []string) ([]Run, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT id::text FROM task_runs WHERE task_id = ANY($1::uuid[]) AND status IN ('queued', 'running')
+		ORDER BY id FOR UPDATE`, taskIDs)
+	if err != nil {
+		return nil, fmt.Errorf("cancel active runs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("cancel active runs: %w", err)
+	}
+	out := make([]Run, 0, len(ids))
+	for _, id := range ids {
+		if err := cancelJobs(ctx, tx, client, id); err != nil {
+			return nil, err
+		}
+		run, err := markCancelled(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -132,17 +133,33 @@ type RunContext struct {
 	SigningSecret string
 }
 
+// ErrNoSlot is returned by StartRun when the run must wait: its task runs
+// one at a time (buffer_one, cancel_other) or max_concurrency at a time,
+// and that many runs are running, or earlier runs wait ahead of it.
+var ErrNoSlot = errors.New("no run slot free: the run waits")
+
 // StartRun marks a queued (or interrupted running) run as running for the
 // given attempt, opens the attempt's record, and returns the run with its
 // task. db.ErrNotFound means there is nothing to do: the task was deleted
-// or the run already finished or was cancelled.
+// or the run already finished or was cancelled. ErrNoSlot means it must
+// wait for a slot.
 func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunContext, error) {
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return RunContext{}, fmt.Errorf("start run: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := takeSlot(ctx, tx, runID); err != nil {
+		return RunContext{}, err
+	}
 	var rc RunContext
 	dest := append(runDest(&rc.Run), &rc.SigningSecret)
 	dest = append(dest, taskDest(&rc.Task)...)
-	err := q.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `
 		WITH started AS (
-			UPDATE task_runs r SET status = 'running', attempt = $2, started_at = now(), finished_at = NULL, next_attempt_at = NULL
+			-- clock_timestamp: the time the run was admitted, after any wait
+			-- for the slot lock (now() is when the transaction began).
+			UPDATE task_runs r SET status = 'running', attempt = $2, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
 			FROM tasks t
 			WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
 			RETURNING `+runColumns+`, t.signing_secret, `+taskColumns+`
@@ -154,7 +171,48 @@ func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunConte
 				duration_ms = NULL, http_status = NULL, error = NULL, response_excerpt = NULL
 		)
 		SELECT * FROM started`, runID, attempt).Scan(dest...)
-	return rc, db.Translate(err)
+	if err != nil {
+		return RunContext{}, db.Translate(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return RunContext{}, fmt.Errorf("start run: %w", err)
+	}
+	return rc, nil
+}
+
+// takeSlot admits a run of a task with a concurrency limit, or returns
+// ErrNoSlot. Starts of one task are serialised by a transaction-scoped
+// advisory lock on its id (not the task row, which the claim loop locks),
+// so the count and the running mark that follows cannot interleave with
+// another start on any replica. Waiting runs go in creation order: a run is
+// admitted only if a slot is free and no due run queued before it waits.
+func takeSlot(ctx context.Context, tx pgx.Tx, runID string) error {
+	var taskID string
+	var limit *int
+	err := tx.QueryRow(ctx, `
+		SELECT t.id::text, CASE WHEN t.overlap IN ('buffer_one', 'cancel_other') THEN 1 ELSE t.max_concurrency END
+		FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE r.id = $1 AND r.status IN ('queued', 'running')`, runID).Scan(&taskID, &limit)
+	if err != nil || limit == nil {
+		return db.Translate(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('task_run_slot:' || $1, 0))`, taskID); err != nil {
+		return fmt.Errorf("start run: slot lock: %w", err)
+	}
+	var free bool
+	err = tx.QueryRow(ctx, `
+		WITH me AS (SELECT created_at, id FROM task_runs WHERE id = $2)
+		SELECT (SELECT count(*) FROM task_runs a WHERE a.task_id = $1 AND a.status = 'running' AND a.id <> $2) < $3
+			AND NOT EXISTS (SELECT 1 FROM task_runs a, me
+				WHERE a.task_id = $1 AND a.status = 'queued' AND a.id <> $2 AND (a.created_at, a.id) < (me.created_at, me.id)
+				AND a.scheduled_for <= now() AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now()))`, taskID, runID, *limit).Scan(&free)
+	if err != nil {
+		return fmt.Errorf("start run: count slots: %w", err)
+	}
+	if !free {
+		return ErrNoSlot
+	}
+	return nil
 }
 
 // Outcome is the result of one attempt.
@@ -217,7 +275,7 @@ func nilIfZero[T comparable](v T) *T {
 
 func taskDest(t *Task) []any {
 	return []any{&t.ID, &t.OwnerID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
-		&t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
+		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
 }
 
 // PruneRuns deletes finished runs older than retention, in batches so a

@@ -20,9 +20,14 @@ const (
 
 // Overlap policies.
 const (
-	OverlapSkip  = "skip"
-	OverlapAllow = "allow"
+	OverlapSkip        = "skip"
+	OverlapAllow       = "allow"
+	OverlapBufferOne   = "buffer_one"
+	OverlapCancelOther = "cancel_other"
 )
+
+// MaxMaxConcurrency bounds max_concurrency.
+const MaxMaxConcurrency = 100
 
 // Defaults and limits of task fields.
 const (
@@ -55,7 +60,8 @@ type Task struct {
 	Timezone       string     `json:"timezone"`
 	Action         Action     `json:"action"`
 	Active         bool       `json:"active"`
-	Overlap        string     `json:"overlap" enum:"skip,allow"`
+	Overlap        string     `json:"overlap" enum:"skip,allow,buffer_one,cancel_other"`
+	MaxConcurrency *int       `json:"max_concurrency" doc:"with overlap allow: at most this many runs running at once, across all workers; null: no limit"`
 	MaxAttempts    int        `json:"max_attempts"`
 	TimeoutSeconds int        `json:"timeout_seconds"`
 	SigningSecret  string     `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create"`
@@ -103,9 +109,17 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	switch t.Overlap {
 	case "":
 		t.Overlap = OverlapSkip
-	case OverlapSkip, OverlapAllow:
+	case OverlapSkip, OverlapAllow, OverlapBufferOne, OverlapCancelOther:
 	default:
-		return invalid("overlap", "overlap must be skip or allow, got %q", t.Overlap)
+		return invalid("overlap", "overlap must be skip, allow, buffer_one or cancel_other, got %q", t.Overlap)
+	}
+	if m := t.MaxConcurrency; m != nil {
+		switch {
+		case t.Overlap != OverlapAllow:
+			return invalid("max_concurrency", "max_concurrency needs overlap allow (the other policies run one at a time)")
+		case *m < 1 || *m > MaxMaxConcurrency:
+			return invalid("max_concurrency", "max_concurrency must be 1 to %d", MaxMaxConcurrency)
+		}
 	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = DefaultMaxAttempts

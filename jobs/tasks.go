@@ -13,7 +13,7 @@ import (
 )
 
 const taskColumns = `t.id::text, t.owner_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
-	t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
+	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
 
 func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
 
@@ -41,10 +41,10 @@ func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	secret := NewSigningSecret()
 	var out Task
 	err = scanTask(q.QueryRow(ctx, `
-		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		RETURNING `+taskColumns,
-		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next), &out)
+		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
 	}
@@ -98,6 +98,7 @@ type TaskPatch struct {
 	Action         *Action
 	Active         *bool
 	Overlap        *string
+	MaxConcurrency **int // nil keeps it; a nil *int removes the limit
 	MaxAttempts    *int
 	TimeoutSeconds *int
 }
@@ -108,6 +109,9 @@ func (p TaskPatch) apply(t *Task) (reschedule bool) {
 		t.Action = *p.Action
 	}
 	set(&t.Overlap, p.Overlap)
+	if p.MaxConcurrency != nil {
+		t.MaxConcurrency = *p.MaxConcurrency
+	}
 	set(&t.MaxAttempts, p.MaxAttempts)
 	set(&t.TimeoutSeconds, p.TimeoutSeconds)
 	if p.Schedule != nil {
@@ -161,10 +165,10 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	var out Task
 	err = scanTask(tx.QueryRow(ctx, `
 		UPDATE tasks t SET name = $3, schedule = $4, timezone = $5, action = $6, active = $7, overlap = $8,
-			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, updated_at = now()
+			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, max_concurrency = $12, updated_at = now()
 		WHERE t.id = $1 AND t.owner_id = $2
 		RETURNING `+taskColumns,
-		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next), &out)
+		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("update task: %w", db.Translate(err))
 	}

@@ -49,6 +49,8 @@ type TriggerResult struct {
 	Run Run
 	// Replayed: the idempotency key named an earlier run; Run is that run.
 	Replayed bool
+	// Cancelled are the runs overlap cancel_other cancelled for this one.
+	Cancelled []Run
 }
 
 func (r *TriggerRequest) validate(now time.Time) error {
@@ -95,7 +97,9 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var maxAttempts int
-	err = tx.QueryRow(ctx, `SELECT max_attempts FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, req.TaskID, req.OwnerID).Scan(&maxAttempts)
+	var overlap string
+	err = tx.QueryRow(ctx, `SELECT max_attempts, overlap FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, req.TaskID, req.OwnerID).
+		Scan(&maxAttempts, &overlap)
 	if err != nil {
 		return TriggerResult{}, db.Translate(err)
 	}
@@ -110,6 +114,12 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 			return TriggerResult{Run: run, Replayed: true}, err
 		}
 	}
+	var cancelled []Run
+	if overlap == OverlapCancelOther {
+		if cancelled, err = cancelActiveRuns(ctx, tx, client, []string{req.TaskID}); err != nil {
+			return TriggerResult{}, err
+		}
+	}
 	run, err := insertManualRun(ctx, tx, runID, req)
 	if err != nil {
 		return TriggerResult{}, err
@@ -120,7 +130,20 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 	if err := tx.Commit(ctx); err != nil {
 		return TriggerResult{}, fmt.Errorf("trigger run: %w", err)
 	}
-	return TriggerResult{Run: run}, nil
+	return TriggerResult{Run: run, Cancelled: cancelled}, nil
+}
+
+// overlapAdmits is the SQL condition under which a new run of a task may be
+// inserted, given the task's overlap column and task id expressions:
+// skip — no run queued or running; buffer_one — no run waiting (queued,
+// never attempted); allow and cancel_other — always (cancel_other has
+// cancelled the active runs first).
+func overlapAdmits(overlap, taskID string) string {
+	return `(` + overlap + ` IN ('allow', 'cancel_other')
+		OR (` + overlap + ` = 'skip' AND NOT EXISTS (
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status IN ('queued', 'running')))
+		OR (` + overlap + ` = 'buffer_one' AND NOT EXISTS (
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status = 'queued' AND a.attempt = 0)))`
 }
 
 // claimKey takes the idempotency key for runID and returns runID, or the
@@ -153,8 +176,7 @@ func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRe
 		SELECT $1, $2, 'manual', coalesce($3::timestamptz, now()), $4::jsonb, $5::uuid FROM task
 		-- why: conditional insert, no read-then-write; the task row lock
 		-- serialises it with claims and other triggers.
-		WHERE task.overlap = 'allow' OR NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = $2 AND a.status IN ('queued', 'running'))
+		WHERE `+overlapAdmits("task.overlap", "$2")+`
 		RETURNING `+runColumns, runID, req.TaskID, req.RunAt, jsonArg(req.Payload), nilIfZero(req.RetryOf)).Scan(runDest(&run)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrRunActive

@@ -6,6 +6,13 @@
 -- NULL: an on-demand task, run only when triggered (next_run_at stays NULL).
 ALTER TABLE tasks ALTER COLUMN schedule DROP NOT NULL;
 
+-- buffer_one: at most one run waits behind the running one; cancel_other:
+-- a new run cancels the active one.
+ALTER TABLE tasks DROP CONSTRAINT tasks_overlap_check,
+    ADD CONSTRAINT tasks_overlap_check CHECK (overlap IN ('skip', 'allow', 'buffer_one', 'cancel_other'));
+-- With overlap allow: at most this many runs running at once (NULL: no limit).
+ALTER TABLE tasks ADD COLUMN max_concurrency integer CHECK (max_concurrency BETWEEN 1 AND 100);
+
 ALTER TABLE task_runs
     -- The run's input: the webhook body or publish payload; NULL: the task's.
     ADD COLUMN payload         jsonb,
@@ -57,3 +64,7 @@ DROP INDEX task_runs_failed_idx;
 ALTER TABLE task_runs DROP COLUMN next_attempt_at, DROP COLUMN retry_of, DROP COLUMN payload;
 DELETE FROM tasks WHERE schedule IS NULL;
 ALTER TABLE tasks ALTER COLUMN schedule SET NOT NULL;
+ALTER TABLE tasks DROP COLUMN max_concurrency;
+UPDATE tasks SET overlap = 'skip' WHERE overlap NOT IN ('skip', 'allow');
+ALTER TABLE tasks DROP CONSTRAINT tasks_overlap_check,
+    ADD CONSTRAINT tasks_overlap_check CHECK (overlap IN ('skip', 'allow'));

@@ -31,3 +31,27 @@ func (n nullableString) patch() **string {
 	}
 	return &n.Value
 }
+
+// nullableInt is nullableString for max_concurrency (1–100 or null).
+type nullableInt struct {
+	Set   bool
+	Value *int
+}
+
+func (n *nullableInt) UnmarshalJSON(b []byte) error {
+	n.Set = true
+	return json.Unmarshal(b, &n.Value)
+}
+
+// Schema is an integer from 1 to 100, or null.
+func (nullableInt) Schema(huma.Registry) *huma.Schema {
+	lo, hi := 1.0, 100.0
+	return &huma.Schema{Type: huma.TypeInteger, Nullable: true, Minimum: &lo, Maximum: &hi}
+}
+
+func (n nullableInt) patch() **int {
+	if !n.Set {
+		return nil
+	}
+	return &n.Value
+}

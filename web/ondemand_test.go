@@ -291,3 +291,35 @@ func TestRetryAndDeadLetterAPI(t *testing.T) {
 	}
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/runs?status=dead", nil, token), http.StatusUnprocessableEntity)
 }
+
+func TestOverlapPoliciesAPI(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	token, _ := b.register(t, "policies@example.com")
+	for _, overlap := range []string{"buffer_one", "cancel_other"} {
+		body := webhookTask(overlap)
+		body["overlap"] = overlap
+		if got := b.createTask(t, token, body); got["overlap"] != overlap || got["max_concurrency"] != nil {
+			t.Fatalf("create %s: %v", overlap, got)
+		}
+	}
+	body := onDemandTask("limited")
+	body["overlap"], body["max_concurrency"] = "allow", 2
+	id := b.createTask(t, token, body)["id"].(string)
+	if res := b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"max_concurrency": 5}, token); res.body["max_concurrency"] != 5.0 {
+		t.Fatalf("patch limit: %s", res.raw)
+	}
+	if res := b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"name": "x"}, token); res.body["max_concurrency"] != 5.0 {
+		t.Fatalf("an absent limit must stay: %s", res.raw)
+	}
+	if res := b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"max_concurrency": nil}, token); res.status != http.StatusOK || res.body["max_concurrency"] != nil {
+		t.Fatalf("remove limit: %d %s", res.status, res.raw)
+	}
+	bad := onDemandTask("bad")
+	bad["max_concurrency"] = 2 // overlap skip
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/tasks", bad, token), http.StatusUnprocessableEntity)
+	bad["overlap"], bad["max_concurrency"] = "allow", 101
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/tasks", bad, token), http.StatusUnprocessableEntity)
+	requireProblem(t, b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"max_concurrency": 0}, token), http.StatusUnprocessableEntity)
+	requireProblem(t, b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"overlap": "queue"}, token), http.StatusUnprocessableEntity)
+}

@@ -184,6 +184,9 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 	if res.Replayed {
 		return &triggerOutput{Status: http.StatusOK, Body: res.Run}, nil
 	}
+	for _, c := range res.Cancelled {
+		s.runChanged(ctx, c)
+	}
 	s.runChanged(ctx, res.Run)
 	return &triggerOutput{Status: http.StatusAccepted, Body: res.Run}, nil
 }

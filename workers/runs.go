@@ -43,6 +43,10 @@ func DefaultBackoff(attempt int) time.Duration {
 	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
 }
 
+// SlotWait is how long a run that found no free slot (overlap buffer_one
+// or cancel_other, or max_concurrency) waits before it looks again.
+const SlotWait = 500 * time.Millisecond
+
 // RunJobTimeout is River's timeout of a task-run job: room for the longest
 // task timeout; the worker enforces the task's own timeout_seconds on each
 // attempt.
@@ -73,6 +77,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	rc, err := jobs.StartRun(ctx, w.db, job.Args.RunID, job.Attempt)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // task deleted or run already finished: nothing to do
+	}
+	if errors.Is(err, jobs.ErrNoSlot) {
+		// Wait without spending an attempt: a snooze keeps job.Attempt.
+		return river.JobSnooze(SlotWait)
 	}
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
