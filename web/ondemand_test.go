@@ -323,3 +323,69 @@ func TestOverlapPoliciesAPI(t *testing.T) {
 	requireProblem(t, b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"max_concurrency": 0}, token), http.StatusUnprocessableEntity)
 	requireProblem(t, b.do(t, http.MethodPatch, "/v1/tasks/"+id, map[string]any{"overlap": "queue"}, token), http.StatusUnprocessableEntity)
 }
+
+func TestBackfillAPI(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t)
+	token, _ := b.register(t, "backfill@example.com")
+	body := webhookTask("daily")
+	body["schedule"], body["timezone"] = "0 9 * * *", "Asia/Tokyo"
+	id := b.createTask(t, token, body)["id"].(string)
+	path := "/v1/tasks/" + id + "/backfill"
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -10)
+	backfill := func(t *testing.T, from, to time.Time) response {
+		t.Helper()
+		return b.do(t, http.MethodPost, path, map[string]any{"from": from, "to": to}, token)
+	}
+
+	first := backfill(t, day, day.AddDate(0, 0, 3))
+	if first.status != http.StatusAccepted || first.body["ticks"] != 3.0 || first.body["created"] != 3.0 {
+		t.Fatalf("backfill: %d %s", first.status, first.raw)
+	}
+	for _, it := range first.body["items"].([]any) {
+		at, _ := time.Parse(time.RFC3339, it.(map[string]any)["scheduled_for"].(string))
+		if at.UTC().Hour() != 0 || it.(map[string]any)["trigger"] != "schedule" { // 09:00 in Tokyo
+			t.Fatalf("tick %v", it)
+		}
+	}
+	again := backfill(t, day, day.AddDate(0, 0, 3))
+	if again.status != http.StatusAccepted || again.body["ticks"] != 3.0 || again.body["created"] != 0.0 {
+		t.Fatalf("second backfill: %d %s", again.status, again.raw)
+	}
+	wider := backfill(t, day.AddDate(0, 0, 2), day.AddDate(0, 0, 5))
+	if wider.body["ticks"] != 3.0 || wider.body["created"] != 2.0 {
+		t.Fatalf("overlapping backfill: %s", wider.raw)
+	}
+	var runs, jobs int
+	pool := b.server.opts.Pool
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM task_runs WHERE task_id = $1`, id).Scan(&runs)
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE args->>'task_id' = $1`, id).Scan(&jobs)
+	if runs != 5 || jobs != 5 {
+		t.Fatalf("%d runs and %d jobs, want 5 of each", runs, jobs)
+	}
+
+	secondly := webhookTask("secondly")
+	secondly["schedule"] = "@every 1s"
+	sid := b.createTask(t, token, secondly)["id"].(string)
+	od := b.createTask(t, token, onDemandTask("od"))["id"].(string)
+	now := time.Now()
+	for name, req := range map[string]struct {
+		path     string
+		from, to any
+	}{
+		"too many ticks": {"/v1/tasks/" + sid + "/backfill", now.Add(-time.Hour), now.Add(-time.Minute)},
+		"from after to":  {path, day.AddDate(0, 0, 2), day},
+		"to in future":   {path, day, now.Add(time.Hour)},
+		"over a year":    {path, day.AddDate(-2, 0, 0), day},
+		"on-demand task": {"/v1/tasks/" + od + "/backfill", day, day.AddDate(0, 0, 1)},
+		"not a time":     {path, "yesterday", day},
+		"malformed id":   {"/v1/tasks/nope/backfill", day, day.AddDate(0, 0, 1)},
+	} {
+		res := b.do(t, http.MethodPost, req.path, map[string]any{"from": req.from, "to": req.to}, token)
+		if res.status != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d %s", name, res.status, res.raw)
+		}
+	}
+	other, _ := b.register(t, "backfill-other@example.com")
+	requireProblem(t, b.do(t, http.MethodPost, path, map[string]any{"from": day, "to": day.AddDate(0, 0, 1)}, other), http.StatusNotFound)
+}

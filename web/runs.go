@@ -54,6 +54,22 @@ type ownerRunListInput struct {
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
+type backfillInput struct {
+	ID   string `path:"id" format:"uuid" doc:"task id"`
+	Body struct {
+		From time.Time `json:"from" doc:"first instant of the range (inclusive)"`
+		To   time.Time `json:"to" doc:"end of the range (exclusive), not in the future"`
+	}
+}
+
+type backfillOutput struct {
+	Body struct {
+		Ticks   int        `json:"ticks" doc:"ticks of the schedule in the range"`
+		Created int        `json:"created" doc:"runs made now; the other ticks had a run already"`
+		Items   []jobs.Run `json:"items" doc:"the runs made now, oldest tick first"`
+	}
+}
+
 type runIDInput struct {
 	ID string `path:"id" doc:"run id"`
 }
@@ -106,6 +122,13 @@ func registerRuns(api huma.API, s *Server) {
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, s.retryRun)
 	huma.Register(api, huma.Operation{
+		OperationID: "task-backfill", Method: http.MethodPost, Path: "/v1/tasks/{id}/backfill",
+		Summary: "Run the ticks of a past range", Tags: tags, Security: bearer, DefaultStatus: http.StatusAccepted,
+		Description: "One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run " +
+			"already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.",
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, s.backfill)
+	huma.Register(api, huma.Operation{
 		OperationID: "run-list", Method: http.MethodGet, Path: "/v1/runs",
 		Summary: "List the runs of all your tasks, newest first", Tags: tags, Security: bearer,
 		Description: "With status=failed: the dead-letter view, every failed run to inspect or retry.",
@@ -126,6 +149,22 @@ func (s *Server) listAttempts(ctx context.Context, in *runActionInput) (*attempt
 	}
 	out := &attemptListOutput{}
 	out.Body.Items = items
+	return out, nil
+}
+
+func (s *Server) backfill(ctx context.Context, in *backfillInput) (*backfillOutput, error) {
+	if s.opts.River == nil {
+		return nil, s.fail(ctx, errors.New("no river client wired for backfills"), "", "")
+	}
+	res, err := jobs.Backfill(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID, in.Body.From, in.Body.To)
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	for _, r := range res.Created {
+		s.runChanged(ctx, r)
+	}
+	out := &backfillOutput{}
+	out.Body.Ticks, out.Body.Created, out.Body.Items = res.Ticks, len(res.Created), res.Created
 	return out, nil
 }
 
