@@ -228,6 +228,7 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim: commit: %w", err)
 	}
 	c.recordClaim(ctx, claimed, runs)
+	c.opts.Metrics.RunStatus(StatusCancelled, len(cancelled))
 	c.announce(ctx, claimed, cancelled)
 	return len(claimed), nil
 }

@@ -47,4 +47,9 @@ func TestRunsRescued(t *testing.T) {
 			t.Fatalf("run %s: status %s, error %q, finished %v", tc.id, r.Status, errText, r.FinishedAt)
 		}
 	}
+	for _, id := range []string{retried.ID, spent.ID} {
+		if n := b.count(t, `SELECT count(*) FROM task_run_attempts WHERE run_id = $1 AND attempt = 2 AND status = 'interrupted' AND finished_at IS NOT NULL`, id); n != 1 {
+			t.Fatalf("run %s: the attempt on the dead node was not closed as interrupted", id)
+		}
+	}
 }
