@@ -171,6 +171,7 @@ func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, e
 // claimedTask is a locked due task and the run its tick gets.
 type claimedTask struct {
 	id, owner    string
+	overlap      string
 	maxAttempts  int
 	scheduledFor time.Time
 	nextRunAt    *time.Time
@@ -192,6 +193,10 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 	if err != nil || len(claimed) == 0 {
 		return 0, err
 	}
+	cancelled, err := c.cancelOthers(ctx, tx, claimed)
+	if err != nil {
+		return 0, err
+	}
 	runs, err := c.insertRuns(ctx, tx, claimed)
 	if err != nil {
 		return 0, err
@@ -208,14 +213,35 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim: commit: %w", err)
 	}
 	c.recordClaim(ctx, claimed, runs)
+	c.opts.Metrics.RunStatus(StatusCancelled, len(cancelled))
+	c.announce(ctx, claimed, cancelled)
 	return len(claimed), nil
+}
+
+// cancelOthers cancels the active runs of claimed cancel_other tasks, in the
+// claim transaction: the tick's run replaces them.
+func (c *Claimer) cancelOthers(ctx context.Context, tx pgx.Tx, claimed []claimedTask) ([]Run, error) {
+	var ids []string
+	for _, ct := range claimed {
+		if ct.overlap == OverlapCancelOther {
+			ids = append(ids, ct.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	runs, err := cancelActiveRuns(ctx, tx, c.opts.River, ids)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return runs, nil
 }
 
 func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, owner_id::text, schedule, timezone, max_attempts, next_run_at, now()
+		SELECT id::text, owner_id::text, schedule, timezone, overlap, max_attempts, next_run_at, now()
 		FROM tasks
-		WHERE active AND next_run_at <= now()
+		WHERE active AND next_run_at <= now() AND schedule IS NOT NULL
 		ORDER BY next_run_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED`, c.opts.BatchSize)
@@ -226,7 +252,7 @@ func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error)
 	var spec, tz string
 	var due, now time.Time
 	var ct claimedTask
-	_, err = pgx.ForEachRow(rows, []any{&ct.id, &ct.owner, &spec, &tz, &ct.maxAttempts, &due, &now}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ct.id, &ct.owner, &spec, &tz, &ct.overlap, &ct.maxAttempts, &due, &now}, func() error {
 		s, err := c.schedule(spec, tz)
 		if err != nil {
 			// Stored schedules were validated; a zone dropped from the
@@ -308,8 +334,7 @@ func (c *Claimer) insertRuns(ctx context.Context, tx pgx.Tx, claimed []claimedTa
 			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
 			SELECT i.task_id, 'schedule', i.tick, i.skipped
 			FROM input i JOIN tasks t ON t.id = i.task_id
-			WHERE t.overlap = 'allow' OR NOT EXISTS (
-				SELECT 1 FROM task_runs a WHERE a.task_id = i.task_id AND a.status IN ('queued', 'running'))
+			WHERE `+overlapAdmits("t.overlap", "i.task_id")+`
 			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 			RETURNING `+runColumns+`
 		),
@@ -366,7 +391,12 @@ func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs [
 	}
 	m.skippedTicks("missed", missed)
 	m.skippedTicks("overlap", len(claimed)-len(runs))
-	if c.opts.Publisher == nil {
+	c.announce(ctx, claimed, runs)
+}
+
+// announce publishes each run's status to its task's owner.
+func (c *Claimer) announce(ctx context.Context, claimed []claimedTask, runs []Run) {
+	if c.opts.Publisher == nil || len(runs) == 0 {
 		return
 	}
 	owners := make(map[string]string, len(claimed))
@@ -374,7 +404,7 @@ func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs [
 		owners[ct.id] = ct.owner
 	}
 	for _, r := range runs {
-		if err := c.opts.Publisher.PublishUser(ctx, owners[r.TaskID], EventName(StatusQueued), r); err != nil && ctx.Err() == nil {
+		if err := c.opts.Publisher.PublishUser(ctx, owners[r.TaskID], EventName(r.Status), r); err != nil && ctx.Err() == nil {
 			c.opts.Logger.Warn("publish run event", "run_id", r.ID, "error", err)
 		}
 	}

@@ -48,7 +48,7 @@ func TestClaimOnce(t *testing.T) {
 	t.Run("leaves tasks that are not due or inactive", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+		b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 		inactive := b.task(t, func(t *Task) { t.Active = false })
 		if inactive.NextRunAt != nil {
 			t.Fatalf("inactive task has next_run_at %v", inactive.NextRunAt)
@@ -189,7 +189,7 @@ func TestClaimOnce(t *testing.T) {
 		b := setup(t)
 		due := time.Now().Add(-time.Second).Truncate(time.Second)
 		for range 60 {
-			b.dueAt(t, b.task(t, func(t *Task) { t.Schedule = "@every 1h" }).ID, due)
+			b.dueAt(t, b.task(t, func(t *Task) { t.Schedule = new("@every 1h") }).ID, due)
 		}
 		var wg sync.WaitGroup
 		counts := make([]int, 4)

@@ -37,7 +37,7 @@ func setup(t *testing.T) *testBundle {
 // task creates an active publish task due at its first tick; mods adjust it.
 func (b *testBundle) task(t *testing.T, mods ...func(*Task)) Task {
 	t.Helper()
-	task := Task{OwnerID: b.owner, Name: "tick", Schedule: "@every 1s", Active: true,
+	task := Task{OwnerID: b.owner, Name: "tick", Schedule: new("@every 1s"), Active: true,
 		Action: Action{Type: ActionPublish, Event: "tick"}}
 	for _, m := range mods {
 		m(&task)

@@ -15,14 +15,14 @@ func TestClaimMetrics(t *testing.T) {
 	b := setup(t)
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	missed := b.task(t, func(t *Task) { t.Schedule = "@every 1m" })
+	missed := b.task(t, func(t *Task) { t.Schedule = new("@every 1m") })
 	b.dueAt(t, missed.ID, time.Now().Add(-time.Hour).Truncate(time.Second))
-	busy := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+	busy := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 	if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, busy.ID); err != nil {
 		t.Fatal(err)
 	}
 	b.dueAt(t, busy.ID, time.Now().Add(-time.Second))
-	pending := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+	pending := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 	b.dueAt(t, pending.ID, time.Now().Add(-time.Second))
 
 	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Metrics: m, BatchSize: 2})

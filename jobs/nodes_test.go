@@ -39,7 +39,7 @@ func TestNodeJobsRescue(t *testing.T) {
 	t.Run("the dead nodes' jobs and their runs, nobody else's", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 		retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 		spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 		for _, id := range []string{retried.ID, spent.ID} {

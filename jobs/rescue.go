@@ -27,6 +27,12 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) (int64, error)
 		ids[i], nodes[i], discarded[i] = r.RunID, r.DeadNode, r.Discarded
 	}
 	tag, err := q.Exec(ctx, `
+		WITH closed AS (
+			UPDATE task_run_attempts a SET status = 'interrupted', finished_at = now(),
+				error = format('node %s stopped while running this attempt', x.node)
+			FROM unnest($1::uuid[], $2::text[]) AS x(run_id, node)
+			WHERE a.run_id = x.run_id AND a.finished_at IS NULL
+		)
 		UPDATE task_runs r
 		SET status = CASE WHEN x.discarded THEN 'failed' ELSE 'queued' END,
 			finished_at = CASE WHEN x.discarded THEN now() END,

@@ -9,7 +9,7 @@ func TestRunsRescued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 	retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 	spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 	done, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
@@ -45,6 +45,11 @@ func TestRunsRescued(t *testing.T) {
 		}
 		if r.Status != tc.status || errText != tc.errText || (r.FinishedAt != nil) != tc.finished {
 			t.Fatalf("run %s: status %s, error %q, finished %v", tc.id, r.Status, errText, r.FinishedAt)
+		}
+	}
+	for _, id := range []string{retried.ID, spent.ID} {
+		if n := b.count(t, `SELECT count(*) FROM task_run_attempts WHERE run_id = $1 AND attempt = 2 AND status = 'interrupted' AND finished_at IS NOT NULL`, id); n != 1 {
+			t.Fatalf("run %s: the attempt on the dead node was not closed as interrupted", id)
 		}
 	}
 }

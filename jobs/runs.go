@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -30,76 +31,44 @@ const (
 
 // Run is one execution of a task, as the API shows it.
 type Run struct {
-	ID              string     `json:"id" format:"uuid"`
-	TaskID          string     `json:"task_id" format:"uuid"`
-	Status          string     `json:"status" enum:"queued,running,succeeded,failed,cancelled"`
-	Trigger         string     `json:"trigger" enum:"schedule,manual"`
-	ScheduledFor    time.Time  `json:"scheduled_for"`
-	StartedAt       *time.Time `json:"started_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
-	Attempt         int        `json:"attempt"`
-	DurationMS      *int64     `json:"duration_ms"`
-	HTTPStatus      *int       `json:"http_status"`
-	Error           *string    `json:"error"`
-	ResponseExcerpt *string    `json:"response_excerpt"`
-	SkippedTicks    int        `json:"skipped_ticks" doc:"earlier ticks folded into this run because no worker ran at the time"`
-	CreatedAt       time.Time  `json:"created_at"`
+	ID              string          `json:"id" format:"uuid"`
+	TaskID          string          `json:"task_id" format:"uuid"`
+	Status          string          `json:"status" enum:"queued,running,succeeded,failed,cancelled"`
+	Trigger         string          `json:"trigger" enum:"schedule,manual"`
+	ScheduledFor    time.Time       `json:"scheduled_for"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	Attempt         int             `json:"attempt"`
+	DurationMS      *int64          `json:"duration_ms"`
+	HTTPStatus      *int            `json:"http_status"`
+	Error           *string         `json:"error"`
+	ResponseExcerpt *string         `json:"response_excerpt"`
+	SkippedTicks    int             `json:"skipped_ticks" doc:"earlier ticks folded into this run because no worker ran at the time"`
+	Payload         json.RawMessage `json:"payload" doc:"the run's input (webhook body or publish payload); null: the task's own"`
+	RetryOf         *string         `json:"retry_of" format:"uuid" doc:"the failed or cancelled run this one retries"`
+	NextAttemptAt   *time.Time      `json:"next_attempt_at" doc:"while queued between attempts: when the next attempt is due"`
+	CreatedAt       time.Time       `json:"created_at"`
 }
 
 const runColumns = `r.id::text, r.task_id::text, r.status, r.trigger, r.scheduled_for, r.started_at, r.finished_at,
-	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks, r.created_at`
+	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks,
+	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at`
 
 func runDest(r *Run) []any {
 	return []any{&r.ID, &r.TaskID, &r.Status, &r.Trigger, &r.ScheduledFor, &r.StartedAt, &r.FinishedAt,
-		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks, &r.CreatedAt}
+		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks,
+		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt}
 }
 
 // ErrRunActive is returned by TriggerRun when the task's overlap policy is
 // skip and one of its runs is queued or running. It wraps db.ErrConflict.
 var ErrRunActive = fmt.Errorf("%w: a run of this task is already queued or running (overlap is skip)", db.ErrConflict)
 
-// TriggerRun creates a manual run of the owner's task and its job in one
-// transaction. The task row is locked first, so the overlap check and the
-// insert cannot interleave with a claim or another trigger.
+// TriggerRun creates a manual run of the owner's task, without input; see
+// Trigger.
 func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string) (Run, error) {
-	if uuid.Validate(taskID) != nil {
-		return Run{}, db.ErrNotFound
-	}
-	tx, err := q.Begin(ctx)
-	if err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var maxAttempts int
-	err = tx.QueryRow(ctx, `SELECT max_attempts FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, taskID, ownerID).Scan(&maxAttempts)
-	if err != nil {
-		return Run{}, db.Translate(err)
-	}
-	var run Run
-	err = tx.QueryRow(ctx, `
-		WITH task AS (
-			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $1 RETURNING overlap
-		)
-		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
-		SELECT $1, 'manual', now() FROM task
-		-- why: conditional insert, no read-then-write; the row lock above
-		-- serialises it with claims and other triggers.
-		WHERE task.overlap = 'allow' OR NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = $1 AND a.status IN ('queued', 'running'))
-		RETURNING `+runColumns, taskID).Scan(runDest(&run)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, ErrRunActive
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	if _, err := client.InsertTx(ctx, tx, RunArgs{RunID: run.ID, TaskID: taskID}, runInsertOpts(maxAttempts)); err != nil {
-		return Run{}, fmt.Errorf("trigger run: enqueue: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	return run, nil
+	res, err := Trigger(ctx, q, client, TriggerRequest{OwnerID: ownerID, TaskID: taskID})
+	return res.Run, err
 }
 
 // GetRun returns a run of one of the owner's tasks.
@@ -116,18 +85,33 @@ func GetRun(ctx context.Context, q db.DB, ownerID, id string) (Run, error) {
 
 // ListRuns returns a page of the runs of the owner's task, newest first.
 func ListRuns(ctx context.Context, q db.DB, ownerID, taskID string, p Page) ([]Run, string, error) {
+	return ListRunsWhere(ctx, q, ownerID, RunFilter{TaskID: taskID}, p)
+}
+
+// RunFilter narrows a run listing; zero fields do not filter.
+type RunFilter struct {
+	TaskID string // one task's runs (it must be the owner's); "": all the owner's
+	Status string // one status, e.g. StatusFailed for the dead-letter view
+}
+
+// ListRunsWhere returns a page of the owner's runs that match f, newest
+// first.
+func ListRunsWhere(ctx context.Context, q db.DB, ownerID string, f RunFilter, p Page) ([]Run, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := GetTask(ctx, q, ownerID, taskID); err != nil {
-		return nil, "", err
+	if f.TaskID != "" {
+		if _, err := GetTask(ctx, q, ownerID, f.TaskID); err != nil {
+			return nil, "", err
+		}
 	}
 	rows, err := q.Query(ctx, `
-		SELECT `+runColumns+` FROM task_runs r
-		WHERE r.task_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
+		SELECT `+runColumns+` FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE t.owner_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
+			AND ($5::uuid IS NULL OR r.task_id = $5::uuid) AND ($6 = '' OR r.status = $6)
 		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`, taskID, c.createdAt, c.id, p.limit()+1)
+		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, nilIfZero(f.TaskID), f.Status)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
@@ -149,40 +133,132 @@ type RunContext struct {
 	SigningSecret string
 }
 
+// ErrNoSlot is returned by StartRun when the run must wait: its task runs
+// one at a time (buffer_one, cancel_other) or max_concurrency at a time,
+// and that many runs are running, or earlier runs wait ahead of it.
+var ErrNoSlot = errors.New("no run slot free: the run waits")
+
 // StartRun marks a queued (or interrupted running) run as running for the
-// given attempt and returns it with its task. db.ErrNotFound means there is
-// nothing to do: the task was deleted or the run already finished.
+// given attempt, opens the attempt's record, and returns the run with its
+// task. db.ErrNotFound means there is nothing to do: the task was deleted
+// or the run already finished or was cancelled. ErrNoSlot means it must
+// wait for a slot.
 func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunContext, error) {
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return RunContext{}, fmt.Errorf("start run: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := takeSlot(ctx, tx, runID); err != nil {
+		return RunContext{}, err
+	}
 	var rc RunContext
 	dest := append(runDest(&rc.Run), &rc.SigningSecret)
 	dest = append(dest, taskDest(&rc.Task)...)
-	err := q.QueryRow(ctx, `
-		UPDATE task_runs r SET status = 'running', attempt = $2, started_at = now(), finished_at = NULL
-		FROM tasks t
-		WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
-		RETURNING `+runColumns+`, t.signing_secret, `+taskColumns, runID, attempt).Scan(dest...)
-	return rc, db.Translate(err)
+	err = tx.QueryRow(ctx, `
+		WITH started AS (
+			-- clock_timestamp: the time the run was admitted, after any wait
+			-- for the slot lock (now() is when the transaction began).
+			UPDATE task_runs r SET status = 'running', attempt = $2, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
+			FROM tasks t
+			WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
+			RETURNING `+runColumns+`, t.signing_secret, `+taskColumns+`
+		),
+		opened AS (
+			INSERT INTO task_run_attempts (run_id, attempt, status)
+			SELECT $1, $2, 'running' FROM started
+			ON CONFLICT (run_id, attempt) DO UPDATE SET status = 'running', started_at = now(), finished_at = NULL,
+				duration_ms = NULL, http_status = NULL, error = NULL, response_excerpt = NULL
+		)
+		SELECT * FROM started`, runID, attempt).Scan(dest...)
+	if err != nil {
+		return RunContext{}, db.Translate(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return RunContext{}, fmt.Errorf("start run: %w", err)
+	}
+	return rc, nil
+}
+
+// takeSlot admits a run of a task with a concurrency limit, or returns
+// ErrNoSlot. Starts of one task are serialised by a transaction-scoped
+// advisory lock on its id (not the task row, which the claim loop locks),
+// so the count and the running mark that follows cannot interleave with
+// another start on any replica. Waiting runs go in creation order: a run is
+// admitted only if a slot is free and no due run queued before it waits.
+func takeSlot(ctx context.Context, tx pgx.Tx, runID string) error {
+	var taskID string
+	var limit *int
+	err := tx.QueryRow(ctx, `
+		SELECT t.id::text, CASE WHEN t.overlap IN ('buffer_one', 'cancel_other') THEN 1 ELSE t.max_concurrency END
+		FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE r.id = $1 AND r.status IN ('queued', 'running')`, runID).Scan(&taskID, &limit)
+	if err != nil || limit == nil {
+		return db.Translate(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('task_run_slot:' || $1, 0))`, taskID); err != nil {
+		return fmt.Errorf("start run: slot lock: %w", err)
+	}
+	var free bool
+	err = tx.QueryRow(ctx, `
+		WITH me AS (SELECT created_at, id FROM task_runs WHERE id = $2)
+		SELECT (SELECT count(*) FROM task_runs a WHERE a.task_id = $1 AND a.status = 'running' AND a.id <> $2) < $3
+			AND NOT EXISTS (SELECT 1 FROM task_runs a, me
+				WHERE a.task_id = $1 AND a.status = 'queued' AND a.id <> $2 AND (a.created_at, a.id) < (me.created_at, me.id)
+				AND a.scheduled_for <= now() AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now()))`, taskID, runID, *limit).Scan(&free)
+	if err != nil {
+		return fmt.Errorf("start run: count slots: %w", err)
+	}
+	if !free {
+		return ErrNoSlot
+	}
+	return nil
 }
 
 // Outcome is the result of one attempt.
 type Outcome struct {
 	Status     string // succeeded, failed, or queued (a retry follows)
+	Attempt    int    // the attempt's number (Run.Attempt after StartRun)
 	HTTPStatus int    // 0: none
 	Error      string // "": none
 	Excerpt    string // "": none
 	Duration   time.Duration
+	// NextAttemptAt is when the retry is due (Status queued).
+	NextAttemptAt *time.Time
+	// Interrupted: the worker stopped; the attempt did not fail by itself.
+	Interrupted bool
 }
 
-// FinishAttempt records an attempt's outcome and returns the run. A run
-// going back to queued keeps its error so users see why it is retried.
+// attemptStatus is the status of the attempt itself.
+func (o Outcome) attemptStatus() string {
+	switch {
+	case o.Status == StatusQueued && o.Interrupted:
+		return AttemptInterrupted
+	case o.Status == StatusQueued:
+		return StatusFailed
+	}
+	return o.Status
+}
+
+// FinishAttempt records an attempt's outcome on its record and the run,
+// and returns the run. A run going back to queued keeps its error so users
+// see why it is retried. A cancelled run stays cancelled (db.ErrNotFound),
+// and so does its attempt.
 func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
 	var r Run
 	err := q.QueryRow(ctx, `
+		WITH closed AS (
+			UPDATE task_run_attempts a SET status = $7, finished_at = now(), duration_ms = $6,
+				http_status = $3, error = $4, response_excerpt = $5
+			WHERE a.run_id = $1 AND a.attempt = $8 AND a.finished_at IS NULL
+		)
 		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
-			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END
-		WHERE r.id = $1
+			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+			next_attempt_at = $9
+		WHERE r.id = $1 AND r.status <> 'cancelled'
 		RETURNING `+runColumns,
-		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds()).Scan(runDest(&r)...)
+		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds(),
+		o.attemptStatus(), o.Attempt, o.NextAttemptAt).Scan(runDest(&r)...)
 	if err != nil {
 		return Run{}, fmt.Errorf("finish run attempt: %w", db.Translate(err))
 	}
@@ -199,7 +275,7 @@ func nilIfZero[T comparable](v T) *T {
 
 func taskDest(t *Task) []any {
 	return []any{&t.ID, &t.OwnerID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
-		&t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
+		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
 }
 
 // PruneRuns deletes finished runs older than retention, in batches so a

@@ -22,9 +22,14 @@ const (
 
 // Overlap policies.
 const (
-	OverlapSkip  = "skip"
-	OverlapAllow = "allow"
+	OverlapSkip        = "skip"
+	OverlapAllow       = "allow"
+	OverlapBufferOne   = "buffer_one"
+	OverlapCancelOther = "cancel_other"
 )
+
+// MaxMaxConcurrency bounds max_concurrency.
+const MaxMaxConcurrency = 100
 
 // Defaults and limits of task fields.
 const (
@@ -48,16 +53,17 @@ type Action struct {
 	Room    string          `json:"room,omitempty" doc:"publish: room to publish to (1-128 bytes, no control characters, no white space at either end); default the task's owner" maxLength:"128"`
 }
 
-// Task is a user's scheduled job, as the API shows it.
+// Task is a user's job, scheduled or on demand, as the API shows it.
 type Task struct {
 	ID             string     `json:"id" format:"uuid"`
 	OwnerID        string     `json:"-"`
 	Name           string     `json:"name"`
-	Schedule       string     `json:"schedule"`
+	Schedule       *string    `json:"schedule" nullable:"true" doc:"null: an on-demand task, run only when triggered"`
 	Timezone       string     `json:"timezone"`
 	Action         Action     `json:"action"`
 	Active         bool       `json:"active"`
-	Overlap        string     `json:"overlap" enum:"skip,allow"`
+	Overlap        string     `json:"overlap" enum:"skip,allow,buffer_one,cancel_other"`
+	MaxConcurrency *int       `json:"max_concurrency" doc:"with overlap allow: at most this many runs running at once, across all workers; null: no limit"`
 	MaxAttempts    int        `json:"max_attempts"`
 	TimeoutSeconds int        `json:"timeout_seconds"`
 	SigningSecret  string     `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create"`
@@ -91,7 +97,6 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	if t.Name == "" || len(t.Name) > 200 {
 		return invalid("name", "name must be 1 to 200 characters")
 	}
-	t.Schedule = strings.TrimSpace(t.Schedule)
 	t.Timezone = strings.TrimSpace(t.Timezone)
 	if t.Timezone == "" {
 		t.Timezone = "UTC"
@@ -99,15 +104,27 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	if _, err := LoadTimezone(t.Timezone); err != nil {
 		return invalid("timezone", "%v", err)
 	}
-	if _, err := ParseSchedule(t.Schedule, t.Timezone); err != nil {
-		return invalid("schedule", "%v", err)
+	if t.Schedule != nil {
+		spec := strings.TrimSpace(*t.Schedule)
+		t.Schedule = &spec
+		if _, err := ParseSchedule(spec, t.Timezone); err != nil {
+			return invalid("schedule", "%v", err)
+		}
 	}
 	switch t.Overlap {
 	case "":
 		t.Overlap = OverlapSkip
-	case OverlapSkip, OverlapAllow:
+	case OverlapSkip, OverlapAllow, OverlapBufferOne, OverlapCancelOther:
 	default:
-		return invalid("overlap", "overlap must be skip or allow, got %q", t.Overlap)
+		return invalid("overlap", "overlap must be skip, allow, buffer_one or cancel_other, got %q", t.Overlap)
+	}
+	if m := t.MaxConcurrency; m != nil {
+		switch {
+		case t.Overlap != OverlapAllow:
+			return invalid("max_concurrency", "max_concurrency needs overlap allow (the other policies run one at a time)")
+		case *m < 1 || *m > MaxMaxConcurrency:
+			return invalid("max_concurrency", "max_concurrency must be 1 to %d", MaxMaxConcurrency)
+		}
 	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = DefaultMaxAttempts
@@ -123,6 +140,16 @@ func (t *Task) Normalize(allowPrivate bool) error {
 	}
 	return t.Action.normalize(allowPrivate)
 }
+
+// OnDemand reports whether the task has no schedule: it runs only when
+// triggered.
+func (t *Task) OnDemand() bool { return t.Schedule == nil }
+
+// Task kinds, the listing filter.
+const (
+	KindScheduled = "scheduled"
+	KindOnDemand  = "on_demand"
+)
 
 // forbiddenHeaders are hop-by-hop headers, or set by the webhook client,
 // and cannot be given by a task.

@@ -14,16 +14,17 @@ import (
 )
 
 const taskColumns = `t.id::text, t.owner_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
-	t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
+	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
 
 func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
 
-// nextRun is the first tick after now, or nil for an inactive task.
+// nextRun is the first tick after now, or nil for an inactive or on-demand
+// task.
 func nextRun(t *Task, now time.Time) (*time.Time, error) {
-	if !t.Active {
+	if !t.Active || t.OnDemand() {
 		return nil, nil
 	}
-	s, err := ParseSchedule(t.Schedule, t.Timezone)
+	s, err := ParseSchedule(*t.Schedule, t.Timezone)
 	if err != nil {
 		return nil, invalid("schedule", "%v", err)
 	}
@@ -41,10 +42,10 @@ func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	secret := NewSigningSecret()
 	var out Task
 	err = scanTask(q.QueryRow(ctx, `
-		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		RETURNING `+taskColumns,
-		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next), &out)
+		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
 	}
@@ -63,8 +64,9 @@ func GetTask(ctx context.Context, q db.DB, ownerID, id string) (Task, error) {
 }
 
 // ListTasks returns a page of the owner's tasks, newest first, and the
-// cursor of the next page ("" after the last).
-func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, string, error) {
+// cursor of the next page ("" after the last). kind is KindScheduled,
+// KindOnDemand or "" (both).
+func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page, kind string) ([]Task, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
@@ -72,8 +74,9 @@ func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, st
 	rows, err := q.Query(ctx, `
 		SELECT `+taskColumns+` FROM tasks t
 		WHERE t.owner_id = $1 AND (t.created_at, t.id) < ($2, $3::uuid)
+			AND ($5 = '' OR (t.schedule IS NULL) = ($5 = 'on_demand'))
 		ORDER BY t.created_at DESC, t.id DESC
-		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1)
+		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, kind)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
@@ -87,14 +90,16 @@ func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page) ([]Task, st
 	return items, next, nil
 }
 
-// TaskPatch is a partial update; nil fields stay as they are.
+// TaskPatch is a partial update; nil fields stay as they are. Schedule is
+// doubly optional: nil keeps it, a nil *string makes the task on-demand.
 type TaskPatch struct {
 	Name           *string
-	Schedule       *string
+	Schedule       **string
 	Timezone       *string
 	Action         *Action
 	Active         *bool
 	Overlap        *string
+	MaxConcurrency **int // nil keeps it; a nil *int removes the limit
 	MaxAttempts    *int
 	TimeoutSeconds *int
 }
@@ -105,9 +110,16 @@ func (p TaskPatch) apply(t *Task) (reschedule bool) {
 		t.Action = *p.Action
 	}
 	set(&t.Overlap, p.Overlap)
+	if p.MaxConcurrency != nil {
+		t.MaxConcurrency = *p.MaxConcurrency
+	}
 	set(&t.MaxAttempts, p.MaxAttempts)
 	set(&t.TimeoutSeconds, p.TimeoutSeconds)
-	reschedule = set(&t.Schedule, p.Schedule)
+	if p.Schedule != nil {
+		old := t.Schedule
+		t.Schedule = *p.Schedule
+		reschedule = (old == nil) != (t.Schedule == nil) || (old != nil && *old != *t.Schedule)
+	}
 	reschedule = set(&t.Timezone, p.Timezone) || reschedule
 	return set(&t.Active, p.Active) || reschedule
 }
@@ -159,10 +171,10 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	var out Task
 	err = scanTask(tx.QueryRow(ctx, `
 		UPDATE tasks t SET name = $3, schedule = $4, timezone = $5, action = $6, active = $7, overlap = $8,
-			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, updated_at = now()
+			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, max_concurrency = $12, updated_at = now()
 		WHERE t.id = $1 AND t.owner_id = $2
 		RETURNING `+taskColumns,
-		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next), &out)
+		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("update task: %w", db.Translate(err))
 	}

@@ -25,44 +25,44 @@ func TestTaskNormalize(t *testing.T) {
 		task      Task
 		wantField string // "" means valid
 	}{
-		{"minimal webhook", Task{Name: "a", Schedule: "@hourly", Action: hook("https://example.com/hook")}, ""},
-		{"publish to a room", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: "ops"}}, ""},
-		{"empty name", Task{Name: " ", Schedule: "@hourly", Action: hook("https://example.com")}, "name"},
-		{"bad cron", Task{Name: "a", Schedule: "every day", Action: hook("https://example.com")}, "schedule"},
-		{"bad zone", Task{Name: "a", Schedule: "@hourly", Timezone: "Europe/Atlantis", Action: hook("https://example.com")}, "timezone"},
-		{"bad overlap", Task{Name: "a", Schedule: "@hourly", Overlap: "queue", Action: hook("https://example.com")}, "overlap"},
-		{"too many attempts", Task{Name: "a", Schedule: "@hourly", MaxAttempts: 26, Action: hook("https://example.com")}, "max_attempts"},
-		{"negative timeout", Task{Name: "a", Schedule: "@hourly", TimeoutSeconds: -1, Action: hook("https://example.com")}, "timeout_seconds"},
-		{"no action type", Task{Name: "a", Schedule: "@hourly"}, "action.type"},
-		{"unknown action type", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: "email"}}, "action.type"},
-		{"ftp url", Task{Name: "a", Schedule: "@hourly", Action: hook("ftp://example.com")}, "action.url"},
-		{"relative url", Task{Name: "a", Schedule: "@hourly", Action: hook("/hook")}, "action.url"},
-		{"loopback url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://127.0.0.1:8080/x")}, "action.url"},
-		{"metadata url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://169.254.169.254/latest")}, "action.url"},
-		{"localhost url", Task{Name: "a", Schedule: "@hourly", Action: hook("http://localhost/x")}, "action.url"},
-		{"bad method", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Method: "TRACE"}}, "action.method"},
-		{"signature header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "x"}}}, "action.headers"},
-		{"host header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "x"}}}, "action.headers"},
-		{"header injection", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1\r\nX-B: 2"}}}, "action.headers"},
-		{"webhook with event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Event: "x"}}, "action"},
-		{"publish without event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish}}, "action.event"},
-		{"reserved event", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "task.run.succeeded"}}, "action.event"},
-		{"header name with é", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Xé": "1"}}}, "action.headers"},
-		{"header value with a control byte", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x01"}}}, "action.headers"},
-		{"header value with DEL", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x7f"}}}, "action.headers"},
-		{"webhook-signature header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "v1,x"}}}, "action.headers"},
-		{"host header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "evil"}}}, "action.headers"},
-		{"hop-by-hop header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Keep-Alive": "1"}}}, "action.headers"},
-		{"user-agent header", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"User-Agent": "x"}}}, "action.headers"},
-		{"one header twice", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1", "x-a": "2"}}}, "action.headers"},
-		{"good headers", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Authorization": "Bearer x", "X-Tab": "a\tb", "X-Latin": "caf\xe9"}}}, ""},
-		{"blank room", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: " "}}, "action.room"},
-		{"room of 150 bytes", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: strings.Repeat("r", 150)}}, "action.room"},
-		{"room with a control byte", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "report", Room: "a\x01b"}}, "action.room"},
-		{"event with a space", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "daily report"}}, "action.event"},
-		{"event of 80 bytes", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: strings.Repeat("e", 80)}}, "action.event"},
-		{"publish with url", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionPublish, Event: "x", URL: "https://example.com"}}, "action"},
-		{"huge body", Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com", Body: json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`)}}, "action.body"},
+		{"minimal webhook", Task{Name: "a", Schedule: new("@hourly"), Action: hook("https://example.com/hook")}, ""},
+		{"publish to a room", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "report", Room: "ops"}}, ""},
+		{"empty name", Task{Name: " ", Schedule: new("@hourly"), Action: hook("https://example.com")}, "name"},
+		{"bad cron", Task{Name: "a", Schedule: new("every day"), Action: hook("https://example.com")}, "schedule"},
+		{"bad zone", Task{Name: "a", Schedule: new("@hourly"), Timezone: "Europe/Atlantis", Action: hook("https://example.com")}, "timezone"},
+		{"bad overlap", Task{Name: "a", Schedule: new("@hourly"), Overlap: "queue", Action: hook("https://example.com")}, "overlap"},
+		{"too many attempts", Task{Name: "a", Schedule: new("@hourly"), MaxAttempts: 26, Action: hook("https://example.com")}, "max_attempts"},
+		{"negative timeout", Task{Name: "a", Schedule: new("@hourly"), TimeoutSeconds: -1, Action: hook("https://example.com")}, "timeout_seconds"},
+		{"no action type", Task{Name: "a", Schedule: new("@hourly")}, "action.type"},
+		{"unknown action type", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: "email"}}, "action.type"},
+		{"ftp url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("ftp://example.com")}, "action.url"},
+		{"relative url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("/hook")}, "action.url"},
+		{"loopback url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://127.0.0.1:8080/x")}, "action.url"},
+		{"metadata url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://169.254.169.254/latest")}, "action.url"},
+		{"localhost url", Task{Name: "a", Schedule: new("@hourly"), Action: hook("http://localhost/x")}, "action.url"},
+		{"bad method", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Method: "TRACE"}}, "action.method"},
+		{"signature header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "x"}}}, "action.headers"},
+		{"host header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "x"}}}, "action.headers"},
+		{"header injection", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1\r\nX-B: 2"}}}, "action.headers"},
+		{"webhook with event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Event: "x"}}, "action"},
+		{"publish without event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish}}, "action.event"},
+		{"reserved event", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "task.run.succeeded"}}, "action.event"},
+		{"header name with é", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Xé": "1"}}}, "action.headers"},
+		{"header value with a control byte", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x01"}}}, "action.headers"},
+		{"header value with DEL", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "a\x7f"}}}, "action.headers"},
+		{"webhook-signature header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Webhook-Signature": "v1,x"}}}, "action.headers"},
+		{"host header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"host": "evil"}}}, "action.headers"},
+		{"hop-by-hop header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Keep-Alive": "1"}}}, "action.headers"},
+		{"user-agent header", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"User-Agent": "x"}}}, "action.headers"},
+		{"one header twice", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"X-A": "1", "x-a": "2"}}}, "action.headers"},
+		{"good headers", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Headers: map[string]string{"Authorization": "Bearer x", "X-Tab": "a\tb", "X-Latin": "caf\xe9"}}}, ""},
+		{"blank room", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "report", Room: " "}}, "action.room"},
+		{"room of 150 bytes", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "report", Room: strings.Repeat("r", 150)}}, "action.room"},
+		{"room with a control byte", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "report", Room: "a\x01b"}}, "action.room"},
+		{"event with a space", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "daily report"}}, "action.event"},
+		{"event of 80 bytes", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: strings.Repeat("e", 80)}}, "action.event"},
+		{"publish with url", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionPublish, Event: "x", URL: "https://example.com"}}, "action"},
+		{"huge body", Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com", Body: json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`)}}, "action.body"},
 	} {
 		err := tc.task.Normalize(false)
 		v, isValidation := IsValidation(err)
@@ -76,7 +76,7 @@ func TestTaskNormalize(t *testing.T) {
 
 	t.Run("defaults", func(t *testing.T) {
 		t.Parallel()
-		task := Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "https://example.com"}}
+		task := Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "https://example.com"}}
 		if err := task.Normalize(false); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestTaskNormalize(t *testing.T) {
 	})
 	t.Run("private targets allowed by configuration", func(t *testing.T) {
 		t.Parallel()
-		task := Task{Name: "a", Schedule: "@hourly", Action: Action{Type: ActionWebhook, URL: "http://127.0.0.1:9/x"}}
+		task := Task{Name: "a", Schedule: new("@hourly"), Action: Action{Type: ActionWebhook, URL: "http://127.0.0.1:9/x"}}
 		if err := task.Normalize(true); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("creates a manual run and its job", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.MaxAttempts = 4 })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.MaxAttempts = 4 })
 		run, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +207,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("overlap skip conflicts while a run is active", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestTriggerRun(t *testing.T) {
 	t.Run("overlap allow runs side by side", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		task := b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow })
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 		for range 3 {
 			if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
 				t.Fatal(err)
@@ -257,14 +257,14 @@ func TestListPagination(t *testing.T) {
 	b := setup(t)
 	var want []string
 	for range 7 {
-		want = append([]string{b.task(t, func(t *Task) { t.Schedule = "@every 1h"; t.Overlap = OverlapAllow }).ID}, want...)
+		want = append([]string{b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow }).ID}, want...)
 	}
 	other := dbtest.User(t, b.pool, nil).ID
 	b.task(t, func(t *Task) { t.OwnerID = other }) // never shows up
 	var got []string
 	page := Page{Limit: 3}
 	for {
-		items, next, err := ListTasks(ctx, b.pool, b.owner, page)
+		items, next, err := ListTasks(ctx, b.pool, b.owner, page, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestListPagination(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("tasks newest first:\n got %v\nwant %v", got, want)
 	}
-	if _, _, err := ListTasks(ctx, b.pool, b.owner, Page{Cursor: "garbage"}); !errors.Is(err, ErrBadCursor) {
+	if _, _, err := ListTasks(ctx, b.pool, b.owner, Page{Cursor: "garbage"}, ""); !errors.Is(err, ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
 	}
 
@@ -310,7 +310,7 @@ func TestUpdateTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	task := b.task(t, func(t *Task) { t.Schedule = "@every 1h" })
+	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 	due := time.Now().Add(-time.Second).Truncate(time.Second)
 	b.dueAt(t, task.ID, due)
 
@@ -326,7 +326,7 @@ func TestUpdateTask(t *testing.T) {
 		}
 	}
 	sched, tz := "0 9 * * *", "Asia/Tokyo"
-	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: &sched, Timezone: &tz}, false)
+	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&sched), Timezone: &tz}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,11 +338,11 @@ func TestUpdateTask(t *testing.T) {
 		t.Fatalf("deactivate: %v, next %v", err, got.NextRunAt)
 	}
 	bad := "nope"
-	if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: &bad}, false); err == nil {
+	if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&bad)}, false); err == nil {
 		t.Fatal("bad schedule accepted")
 	}
-	if got := b.get(t, task.ID); got.Schedule != sched {
-		t.Fatalf("a rejected patch changed the task: %q", got.Schedule)
+	if got := b.get(t, task.ID); *got.Schedule != sched {
+		t.Fatalf("a rejected patch changed the task: %q", *got.Schedule)
 	}
 	other := dbtest.User(t, b.pool, nil).ID
 	if _, err := UpdateTask(ctx, b.pool, other, task.ID, TaskPatch{Name: &name}, false); !errors.Is(err, db.ErrNotFound) {

@@ -72,7 +72,7 @@ func hex4(raw []byte, i int) (rune, bool) {
 func (t *Task) checkStorable() error {
 	a := &t.Action
 	for _, f := range []struct{ field, v string }{
-		{"name", t.Name}, {"schedule", t.Schedule}, {"timezone", t.Timezone}, {"overlap", t.Overlap},
+		{"name", t.Name}, {"schedule", ptrValue(t.Schedule)}, {"timezone", t.Timezone}, {"overlap", t.Overlap},
 		{"action.type", a.Type}, {"action.url", a.URL}, {"action.method", a.Method},
 		{"action.event", a.Event}, {"action.room", a.Room},
 	} {
@@ -89,4 +89,13 @@ func (t *Task) checkStorable() error {
 		return err
 	}
 	return checkJSONText("action.payload", a.Payload)
+}
+
+// ptrValue is *p, or the zero value for nil.
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -12,24 +12,26 @@ import (
 
 type taskCreateBody struct {
 	Name           string      `json:"name" minLength:"1" maxLength:"200"`
-	Schedule       string      `json:"schedule" maxLength:"200" doc:"5-field cron, 6-field cron with leading seconds, a descriptor such as @hourly, or @every <duration> (at least 1s)" example:"*/5 * * * *"`
+	Schedule       *string     `json:"schedule,omitempty" nullable:"true" maxLength:"200" doc:"5-field cron, 6-field cron with leading seconds, a descriptor such as @hourly, or @every <duration> (at least 1s); omitted or null: an on-demand task, run only when triggered" example:"*/5 * * * *"`
 	Timezone       string      `json:"timezone,omitempty" maxLength:"64" doc:"IANA zone the schedule is read in; default UTC" example:"Europe/Paris"`
 	Action         jobs.Action `json:"action"`
 	Active         *bool       `json:"active,omitempty" doc:"default true"`
-	Overlap        string      `json:"overlap,omitempty" enum:"skip,allow" doc:"skip (default): no new run while one is queued or running"`
+	Overlap        string      `json:"overlap,omitempty" enum:"skip,allow,buffer_one,cancel_other" doc:"skip (default): no new run while one is queued or running; allow: runs overlap (see max_concurrency); buffer_one: one run waits behind the running one, further ticks are skipped; cancel_other: a new run cancels the active one"`
+	MaxConcurrency *int        `json:"max_concurrency,omitempty" minimum:"1" maximum:"100" doc:"with overlap allow: at most this many running at once across all workers; the rest wait in order"`
 	MaxAttempts    int         `json:"max_attempts,omitempty" minimum:"1" maximum:"25" doc:"tries per run, default 3"`
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600" doc:"per attempt, default 30"`
 }
 
 type taskPatchBody struct {
-	Name           *string      `json:"name,omitempty" minLength:"1" maxLength:"200"`
-	Schedule       *string      `json:"schedule,omitempty" maxLength:"200"`
-	Timezone       *string      `json:"timezone,omitempty" maxLength:"64"`
-	Action         *jobs.Action `json:"action,omitempty"`
-	Active         *bool        `json:"active,omitempty"`
-	Overlap        *string      `json:"overlap,omitempty" enum:"skip,allow"`
-	MaxAttempts    *int         `json:"max_attempts,omitempty" minimum:"1" maximum:"25"`
-	TimeoutSeconds *int         `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600"`
+	Name           *string        `json:"name,omitempty" minLength:"1" maxLength:"200"`
+	Schedule       nullableString `json:"schedule,omitempty" doc:"null makes the task on-demand"`
+	Timezone       *string        `json:"timezone,omitempty" maxLength:"64"`
+	Action         *jobs.Action   `json:"action,omitempty"`
+	Active         *bool          `json:"active,omitempty"`
+	Overlap        *string        `json:"overlap,omitempty" enum:"skip,allow,buffer_one,cancel_other"`
+	MaxConcurrency nullableInt    `json:"max_concurrency,omitempty" doc:"null removes the limit"`
+	MaxAttempts    *int           `json:"max_attempts,omitempty" minimum:"1" maximum:"25"`
+	TimeoutSeconds *int           `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600"`
 }
 
 type taskCreateInput struct {
@@ -46,6 +48,7 @@ type taskIDInput struct {
 }
 
 type taskListInput struct {
+	Kind   string `query:"kind" enum:"scheduled,on_demand" doc:"only tasks with a schedule, or only on-demand ones"`
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
@@ -103,7 +106,7 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 	b := in.Body
 	t := jobs.Task{
 		OwnerID: principal(ctx).UserID, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
-		Action: b.Action, Active: b.Active == nil || *b.Active, Overlap: b.Overlap,
+		Action: b.Action, Active: b.Active == nil || *b.Active, Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency,
 		MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds,
 	}
 	if err := t.Normalize(s.opts.WebhookAllowPrivate); err != nil {
@@ -118,7 +121,7 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 }
 
 func (s *Server) listTasks(ctx context.Context, in *taskListInput) (*taskListOutput, error) {
-	items, next, err := jobs.ListTasks(ctx, s.opts.Pool, principal(ctx).UserID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
+	items, next, err := jobs.ListTasks(ctx, s.opts.Pool, principal(ctx).UserID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor}, in.Kind)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -135,8 +138,8 @@ func (s *Server) getTask(ctx context.Context, in *taskIDInput) (*taskOutput, err
 
 func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutput, error) {
 	b := in.Body
-	p := jobs.TaskPatch{Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone, Action: b.Action, Active: b.Active,
-		Overlap: b.Overlap, MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds}
+	p := jobs.TaskPatch{Name: b.Name, Schedule: b.Schedule.patch(), Timezone: b.Timezone, Action: b.Action, Active: b.Active,
+		Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency.patch(), MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds}
 	t, err := jobs.UpdateTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, p, s.opts.WebhookAllowPrivate)
 	if err != nil {
 		return nil, s.taskError(ctx, err)

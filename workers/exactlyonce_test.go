@@ -130,7 +130,7 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool) {
 	owner := dbtest.User(t, admin, nil).ID
 	first := map[string]time.Time{}
 	for i := range tasks {
-		task := jobs.Task{OwnerID: owner, Name: fmt.Sprint("tick-", i), Schedule: "@every 1s", Active: true,
+		task := jobs.Task{OwnerID: owner, Name: fmt.Sprint("tick-", i), Schedule: new("@every 1s"), Active: true,
 			Overlap: jobs.OverlapAllow, Action: webhook(target.URL + "/tick")}
 		if err := task.Normalize(true); err != nil {
 			t.Fatal(err)

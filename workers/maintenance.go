@@ -3,6 +3,7 @@ package workers
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
@@ -23,6 +24,7 @@ func Maintenance(o Options) []MaintenanceTask {
 	if o.DB != nil {
 		tasks = append(tasks,
 			PruneRunsTask(o.DB, o.RunRetention),
+			ReconcileRunsTask(o.DB, cmp.Or[Publisher](o.Publisher, LogPublisher{Logger: o.Logger}), cmp.Or(o.Logger, slog.New(slog.DiscardHandler))),
 			dbTask("reap_ws_tickets", time.Minute, o.DB, realtime.ReapTickets),
 			dbTask("delete_spilled_bus_messages", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {
 				return realtime.DeleteSpilled(ctx, q, realtime.SpillRetention)

@@ -43,6 +43,10 @@ func DefaultBackoff(attempt int) time.Duration {
 	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
 }
 
+// SlotWait is how long a run that found no free slot (overlap buffer_one
+// or cancel_other, or max_concurrency) waits before it looks again.
+const SlotWait = 500 * time.Millisecond
+
 // RunJobTimeout is River's timeout of a task-run job: room for the longest
 // task timeout; the worker enforces the task's own timeout_seconds on each
 // attempt.
@@ -74,6 +78,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // task deleted or run already finished: nothing to do
 	}
+	if errors.Is(err, jobs.ErrNoSlot) {
+		// Wait without spending an attempt: a snooze keeps job.Attempt.
+		return river.JobSnooze(SlotWait)
+	}
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
 	}
@@ -87,10 +95,16 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	a := w.perform(actx, rc)
 	timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
+	if errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) {
+		// Cancelled through the API, which marked the run: River finalises
+		// the job as cancelled; the aborted call is all there is to record.
+		return context.Cause(ctx)
+	}
 	if ctx.Err() != nil {
-		// Stopping or cancelled: River puts the job back; so do we.
+		// Stopping: River puts the job back; so do we.
 		a = attempt{err: errors.New("interrupted: the worker stopped; the run will be retried")}
-		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Error: a.err.Error(), Duration: time.Since(start)})
+		w.finish(ctx, rc, jobs.Outcome{Status: jobs.StatusQueued, Attempt: rc.Run.Attempt, Error: a.err.Error(),
+			Duration: time.Since(start), Interrupted: true})
 		return ctx.Err()
 	}
 	if timedOut && a.err != nil {
@@ -101,7 +115,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 
 // conclude records the attempt and tells River what follows.
 func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], rc jobs.RunContext, a attempt, took time.Duration) error {
-	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded}
+	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded, Attempt: rc.Run.Attempt}
 	if a.err == nil {
 		w.finish(ctx, rc, o)
 		return nil
@@ -125,22 +139,30 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 		return a.err
 	}
 	o.Status = jobs.StatusQueued
-	w.retryAt.Store(job.ID, time.Now().Add(max(w.backoff(job.Attempt), a.retryAfter)))
-	w.finish(ctx, rc, o)
+	next := time.Now().Add(max(w.backoff(job.Attempt), a.retryAfter))
+	o.NextAttemptAt = &next
+	w.retryAt.Store(job.ID, next)
+	if !w.finish(ctx, rc, o) {
+		// Cancelled (or deleted) during the attempt: no retry.
+		w.retryAt.Delete(job.ID)
+		return river.JobCancel(a.err)
+	}
 	return a.err
 }
 
-// finish records the outcome and announces the new status.
-func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) {
+// finish records the outcome and announces the new status. false: the run
+// was cancelled or deleted meanwhile, and nothing was recorded.
+func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) bool {
 	run, err := jobs.FinishAttempt(context.WithoutCancel(ctx), w.db, rc.Run.ID, o)
 	if errors.Is(err, db.ErrNotFound) {
-		return // deleted while running
+		return false
 	}
 	if err != nil {
 		w.logger.Error("record run outcome", "run_id", rc.Run.ID, "error", err)
-		return
+		return true
 	}
 	w.announce(ctx, rc.Task.OwnerID, run)
+	return true
 }
 
 func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {
@@ -164,7 +186,10 @@ func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {
 func (w *runWorker) publish(ctx context.Context, rc jobs.RunContext) attempt {
 	a := rc.Task.Action
 	var payload any
-	if len(a.Payload) > 0 {
+	switch {
+	case len(rc.Run.Payload) > 0:
+		payload = rc.Run.Payload
+	case len(a.Payload) > 0:
 		payload = a.Payload
 	}
 	var err error
@@ -214,8 +239,12 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	return out
 }
 
-// webhookBody is the action's body as given, or a description of the run.
+// webhookBody is the run's payload, the action's body as given, or a
+// description of the run.
 func webhookBody(rc jobs.RunContext) []byte {
+	if len(rc.Run.Payload) > 0 {
+		return rc.Run.Payload
+	}
 	if len(rc.Task.Action.Body) > 0 {
 		return rc.Task.Action.Body
 	}

@@ -118,7 +118,7 @@ func startRiver(t *testing.T, pool *pgxpool.Pool, opts Options, poll time.Durati
 // guard is what is under test) that is not due for an hour.
 func (b *testBundle) task(t *testing.T, action jobs.Action, mods ...func(*jobs.Task)) jobs.Task {
 	t.Helper()
-	task := jobs.Task{OwnerID: b.owner, Name: "test", Schedule: "@every 1h", Active: true, Action: action}
+	task := jobs.Task{OwnerID: b.owner, Name: "test", Schedule: new("@every 1h"), Active: true, Action: action}
 	for _, m := range mods {
 		m(&task)
 	}

@@ -49,6 +49,7 @@ func (h *harness) checks() []check {
 		{"dm cross-replica", h.checkDM},
 		{"login rate limit cluster-wide", h.checkRateLimit},
 		{"kill -9 replica", h.checkKill},
+		{"kill -9 during cancel and backfill", h.checkKillOnDemand},
 		{"sigterm under load", h.checkSigterm},
 		{"postgres restart", h.checkPostgresRestart},
 		{"cron exactly-once", h.checkCron},

@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Bounds of a backfill.
+const (
+	// MaxBackfillTicks is the most ticks one backfill may cover.
+	MaxBackfillTicks = 1000
+	// MaxBackfillSpan is the longest range one backfill may cover.
+	MaxBackfillSpan = 366 * 24 * time.Hour
+)
+
+// BackfillResult is what a backfill made.
+type BackfillResult struct {
+	Ticks   int   // ticks in the range
+	Created []Run // runs made now; the others existed already
+}
+
+// Backfill creates one scheduled run per tick of the owner's task in
+// [from, to), in the task's time zone, in one transaction. Ticks that
+// already have a run (claimed, or backfilled before) are left alone: the
+// unique key on (task_id, scheduled_for) of scheduled runs makes a tick run
+// once however often, and wherever, it is backfilled. Overlap skip and
+// buffer_one do not apply (the ticks are asked for); max_concurrency and
+// the one-at-a-time policies still limit how many run at once.
+func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string, from, to time.Time) (BackfillResult, error) {
+	if uuid.Validate(taskID) != nil {
+		return BackfillResult{}, db.ErrNotFound
+	}
+	task, err := GetTask(ctx, q, ownerID, taskID)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	ticks, err := backfillTicks(task, from, to, time.Now())
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return BackfillResult{}, fmt.Errorf("backfill: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// why: lock the task first, as the claim does, so a claim inserting the
+	// current tick and this backfill cannot wait on each other.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, taskID); err != nil {
+		return BackfillResult{}, fmt.Errorf("backfill: lock task: %w", err)
+	}
+	runs, err := insertBackfill(ctx, tx, taskID, ticks)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	params := make([]river.InsertManyParams, len(runs))
+	for i, r := range runs {
+		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: runInsertOpts(task.MaxAttempts)}
+	}
+	if len(params) > 0 {
+		if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+			return BackfillResult{}, fmt.Errorf("backfill: enqueue: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return BackfillResult{}, fmt.Errorf("backfill: %w", err)
+	}
+	return BackfillResult{Ticks: len(ticks), Created: nonNil(runs)}, nil
+}
+
+// backfillTicks lists the task's ticks in [from, to), checking the bounds.
+func backfillTicks(task Task, from, to, now time.Time) ([]time.Time, error) {
+	switch {
+	case task.OnDemand():
+		return nil, invalid("schedule", "an on-demand task has no ticks to backfill")
+	case !from.Before(to):
+		return nil, invalid("from", "from must be before to")
+	case to.After(now.Add(RunAtSkew)):
+		return nil, invalid("to", "to must not be in the future: backfill covers past ticks")
+	case to.Sub(from) > MaxBackfillSpan:
+		return nil, invalid("from", "a backfill covers at most 366 days")
+	}
+	s, err := ParseSchedule(*task.Schedule, task.Timezone)
+	if err != nil {
+		return nil, invalid("schedule", "%v", err)
+	}
+	var ticks []time.Time
+	// Next is strictly after its argument and works in whole seconds.
+	for n := s.Next(from.Add(-time.Nanosecond)); !n.IsZero() && n.Before(to); n = s.Next(n) {
+		if len(ticks) == MaxBackfillTicks {
+			return nil, invalid("to", "the range holds more than %d ticks; backfill it in parts", MaxBackfillTicks)
+		}
+		ticks = append(ticks, n)
+	}
+	return ticks, nil
+}
+
+func insertBackfill(ctx context.Context, tx pgx.Tx, taskID string, ticks []time.Time) ([]Run, error) {
+	rows, err := tx.Query(ctx, `
+		WITH inserted AS (
+			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
+			SELECT $1, 'schedule', tick FROM unnest($2::timestamptz[]) AS tick
+			-- why: the tick key makes every tick run once, claimed or backfilled.
+			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+			RETURNING `+runColumns+`
+		),
+		counted AS (
+			UPDATE tasks SET run_count = run_count + (SELECT count(*) FROM inserted) WHERE id = $1
+		)
+		SELECT * FROM inserted ORDER BY scheduled_for`, taskID, ticks)
+	if err != nil {
+		return nil, fmt.Errorf("backfill: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var r Run
+		return r, row.Scan(runDest(&r)...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("backfill: %w", err)
+	}
+	return runs, nil
+}

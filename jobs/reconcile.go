@@ -1,0 +1,71 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// ReconciledRun is an orphaned run given its final status.
+type ReconciledRun struct {
+	Run     Run
+	OwnerID string
+}
+
+// ReconcileGrace is how old a run must be before reconciliation looks at
+// it: its job is inserted in the same transaction, so a younger run's job
+// always exists; the grace only keeps the query off brand-new rows.
+const ReconcileGrace = 30 * time.Second
+
+// ReconcileOrphanedRuns finishes runs left queued or running although their
+// River job is finalised (the worker could not record the last outcome) or
+// gone (River's cleaner deleted it): completed → succeeded, discarded or
+// gone → failed, cancelled → cancelled, each with an error saying so, and
+// closes their open attempts. A run whose job is still live is left alone.
+// Rows other transactions hold are skipped (the next pass takes them).
+func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]ReconciledRun, error) {
+	rows, err := q.Query(ctx, `
+		WITH orphans AS (
+			SELECT r.id, j.state
+			FROM task_runs r
+			-- why: River's GIN index on args finds the run's job.
+			LEFT JOIN LATERAL (
+				SELECT state FROM river_job j
+				WHERE j.args @> jsonb_build_object('run_id', r.id::text) AND j.kind = 'task_run'
+				ORDER BY j.id DESC LIMIT 1
+			) j ON true
+			WHERE r.status IN ('queued', 'running') AND r.created_at < now() - make_interval(secs => $2)
+				AND (j.state IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
+			LIMIT $1
+			FOR UPDATE OF r SKIP LOCKED
+		),
+		closed AS (
+			UPDATE task_run_attempts a SET status = 'interrupted', finished_at = now(),
+				error = 'the outcome of this attempt was never recorded'
+			FROM orphans o WHERE a.run_id = o.id AND a.finished_at IS NULL
+		)
+		UPDATE task_runs r SET
+			status = CASE o.state WHEN 'completed' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,
+			finished_at = now(), next_attempt_at = NULL,
+			error = CASE
+				WHEN o.state IS NULL THEN 'reconciled: the run''s job no longer exists; its outcome was never recorded'
+				ELSE format('reconciled: the run''s job ended %s but its outcome was never recorded', o.state) END
+		FROM orphans o, tasks t
+		WHERE r.id = o.id AND t.id = r.task_id
+		RETURNING `+runColumns+`, t.owner_id::text`, limit, ReconcileGrace.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("reconcile runs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconciledRun, error) {
+		var rr ReconciledRun
+		return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile runs: %w", err)
+	}
+	return out, nil
+}

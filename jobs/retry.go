@@ -1,0 +1,42 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// ErrRunNotRetryable is returned by RetryRun for a run that did not fail
+// and was not cancelled. It wraps db.ErrConflict.
+var ErrRunNotRetryable = fmt.Errorf("%w: only a failed or cancelled run can be retried", db.ErrConflict)
+
+// RetryRun starts a new manual run of a failed or cancelled run's task with
+// the same input, linked to it by retry_of. A run is retried once: asking
+// again within the idempotency window answers the same retry (Replayed);
+// to try again after the retry failed, retry the retry.
+func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, runID string) (TriggerResult, error) {
+	if uuid.Validate(runID) != nil {
+		return TriggerResult{}, db.ErrNotFound
+	}
+	var status, taskID string
+	var payload json.RawMessage
+	err := q.QueryRow(ctx, `
+		SELECT r.status, r.task_id::text, r.payload FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE r.id = $1 AND t.owner_id = $2`, runID, ownerID).Scan(&status, &taskID, &payload)
+	if err != nil {
+		return TriggerResult{}, db.Translate(err)
+	}
+	if status != StatusFailed && status != StatusCancelled {
+		return TriggerResult{}, ErrRunNotRetryable
+	}
+	return Trigger(ctx, q, client, TriggerRequest{
+		OwnerID: ownerID, TaskID: taskID, Payload: payload, RetryOf: runID,
+		IdempotencyKey: "retry-of:" + runID,
+	})
+}

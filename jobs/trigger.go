@@ -1,0 +1,216 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Limits of a trigger's input (docs/api.md "Tasks and runs").
+const (
+	// MaxIdempotencyKey is the longest idempotency key, in bytes.
+	MaxIdempotencyKey = 255
+	// IdempotencyWindow is how long a key answers its first run.
+	IdempotencyWindow = 24 * time.Hour
+	// MaxRunAtHorizon is how far ahead run_at may be.
+	MaxRunAtHorizon = 30 * 24 * time.Hour
+	// RunAtSkew is how far in the past run_at may be (clock skew); such a
+	// run starts at once.
+	RunAtSkew = 5 * time.Second
+)
+
+// TriggerRequest asks for one manual run of a task.
+type TriggerRequest struct {
+	OwnerID, TaskID string
+	// Payload replaces the action's body (webhook) or payload (publish)
+	// for this run; nil keeps the task's.
+	Payload json.RawMessage
+	// RunAt delays the run; nil runs it now.
+	RunAt *time.Time
+	// IdempotencyKey, when set, makes a repeated trigger within
+	// IdempotencyWindow answer the first run instead of making another.
+	IdempotencyKey string
+	// RetryOf links the run to the run it retries.
+	RetryOf string
+}
+
+// TriggerResult is the run a trigger made, or found.
+type TriggerResult struct {
+	Run Run
+	// Replayed: the idempotency key named an earlier run; Run is that run.
+	Replayed bool
+	// Cancelled are the runs overlap cancel_other cancelled for this one.
+	Cancelled []Run
+}
+
+func (r *TriggerRequest) validate(now time.Time) error {
+	r.Payload = nullToNil(r.Payload)
+	if len(r.Payload) > maxJSON {
+		return invalid("payload", "payload must be at most 64 KiB of JSON")
+	}
+	if err := checkJSONText("payload", r.Payload); err != nil {
+		return err // jsonb refuses \u0000 and lone surrogates
+	}
+	if len(r.IdempotencyKey) > MaxIdempotencyKey {
+		return invalid("idempotency_key", "idempotency_key must be at most %d bytes", MaxIdempotencyKey)
+	}
+	if strings.ContainsFunc(r.IdempotencyKey, unicode.IsControl) {
+		return invalid("idempotency_key", "idempotency_key cannot contain control characters")
+	}
+	if r.RunAt == nil {
+		return nil
+	}
+	switch {
+	case r.RunAt.Before(now.Add(-RunAtSkew)):
+		return invalid("run_at", "run_at is in the past; omit it to run now")
+	case r.RunAt.After(now.Add(MaxRunAtHorizon)):
+		return invalid("run_at", "run_at must be within %d days", int(MaxRunAtHorizon/(24*time.Hour)))
+	case !r.RunAt.After(now):
+		r.RunAt = nil
+	}
+	return nil
+}
+
+// Trigger creates a manual run of the owner's task and its River job in one
+// transaction. The task row is locked first, so the overlap check and the
+// insert cannot interleave with a claim or another trigger. With an
+// idempotency key, the key is claimed (INSERT … ON CONFLICT on its primary
+// key) before the run is made: of any number of concurrent triggers with
+// one key, on any replicas, one makes the run and the others answer it.
+func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req TriggerRequest) (TriggerResult, error) {
+	if uuid.Validate(req.TaskID) != nil {
+		return TriggerResult{}, db.ErrNotFound
+	}
+	if err := req.validate(time.Now()); err != nil {
+		return TriggerResult{}, err
+	}
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return TriggerResult{}, fmt.Errorf("trigger run: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var maxAttempts int
+	var overlap string
+	err = tx.QueryRow(ctx, `SELECT max_attempts, overlap FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, req.TaskID, req.OwnerID).
+		Scan(&maxAttempts, &overlap)
+	if err != nil {
+		return TriggerResult{}, db.Translate(err)
+	}
+	runID := uuid.NewString()
+	if req.IdempotencyKey != "" {
+		first, err := claimKey(ctx, tx, req.TaskID, req.IdempotencyKey, runID)
+		if err != nil {
+			return TriggerResult{}, err
+		}
+		if first != runID {
+			run, err := GetRun(ctx, tx, req.OwnerID, first)
+			return TriggerResult{Run: run, Replayed: true}, err
+		}
+	}
+	var cancelled []Run
+	if overlap == OverlapCancelOther {
+		if cancelled, err = cancelActiveRuns(ctx, tx, client, []string{req.TaskID}); err != nil {
+			return TriggerResult{}, err
+		}
+	}
+	run, err := insertManualRun(ctx, tx, runID, req)
+	if err != nil {
+		return TriggerResult{}, err
+	}
+	if err := enqueueRun(ctx, tx, client, run, maxAttempts, req.RunAt); err != nil {
+		return TriggerResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return TriggerResult{}, fmt.Errorf("trigger run: %w", err)
+	}
+	return TriggerResult{Run: run, Cancelled: cancelled}, nil
+}
+
+// overlapAdmits is the SQL condition under which a new run of a task may be
+// inserted, given the task's overlap column and task id expressions:
+// skip — no run queued or running; buffer_one — no run waiting (queued,
+// never attempted); allow and cancel_other — always (cancel_other has
+// cancelled the active runs first).
+func overlapAdmits(overlap, taskID string) string {
+	return `(` + overlap + ` IN ('allow', 'cancel_other')
+		OR (` + overlap + ` = 'skip' AND NOT EXISTS (
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status IN ('queued', 'running')))
+		OR (` + overlap + ` = 'buffer_one' AND NOT EXISTS (
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status = 'queued' AND a.attempt = 0)))`
+}
+
+// claimKey takes the idempotency key for runID and returns runID, or the
+// run that holds the key (younger than IdempotencyWindow).
+func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string, error) {
+	var got string
+	err := tx.QueryRow(ctx, `
+		INSERT INTO task_run_keys AS k (task_id, key, run_id) VALUES ($1, $2, $3)
+		-- why: an expired key is taken over; a live one is left alone and
+		-- RETURNING yields nothing, so the caller reads its run.
+		ON CONFLICT (task_id, key) DO UPDATE SET run_id = EXCLUDED.run_id, created_at = now()
+			WHERE k.created_at <= now() - make_interval(secs => $4)
+		RETURNING run_id::text`, taskID, key, runID, IdempotencyWindow.Seconds()).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = tx.QueryRow(ctx, `SELECT run_id::text FROM task_run_keys WHERE task_id = $1 AND key = $2`, taskID, key).Scan(&got)
+	}
+	if err != nil {
+		return "", fmt.Errorf("trigger run: idempotency key: %w", err)
+	}
+	return got, nil
+}
+
+func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRequest) (Run, error) {
+	var run Run
+	err := tx.QueryRow(ctx, `
+		WITH task AS (
+			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $2 RETURNING overlap
+		)
+		INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload, retry_of)
+		SELECT $1, $2, 'manual', coalesce($3::timestamptz, now()), $4::jsonb, $5::uuid FROM task
+		-- why: conditional insert, no read-then-write; the task row lock
+		-- serialises it with claims and other triggers.
+		WHERE `+overlapAdmits("task.overlap", "$2")+`
+		RETURNING `+runColumns, runID, req.TaskID, req.RunAt, jsonArg(req.Payload), nilIfZero(req.RetryOf)).Scan(runDest(&run)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrRunActive
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("trigger run: %w", err)
+	}
+	return run, nil
+}
+
+// enqueueRun inserts the run's River job, due at runAt (nil: now).
+func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
+	opts := runInsertOpts(maxAttempts)
+	if runAt != nil {
+		opts.ScheduledAt = *runAt
+	}
+	// River's scheduler makes a scheduled job available up to its interval
+	// (5 s) ahead, and its fetch takes a job only once scheduled_at has
+	// passed: the run starts at the first fetch after run_at (River polls
+	// every second on each worker).
+	if _, err := client.InsertTx(ctx, tx, RunArgs{RunID: run.ID, TaskID: run.TaskID}, opts); err != nil {
+		return fmt.Errorf("trigger run: enqueue: %w", err)
+	}
+	return nil
+}
+
+// jsonArg passes a JSON document as text to a $n::jsonb parameter; nil is
+// NULL.
+func jsonArg(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return string(m)
+}

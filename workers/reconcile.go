@@ -1,0 +1,26 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/jobs"
+)
+
+// ReconcileRunsTask finishes orphaned runs every minute — runs left queued
+// or running although their River job is finalised or gone — and
+// announces each one's final status to its owner (task.run.*), so an
+// overlap-skip task is never blocked by one for longer than that.
+func ReconcileRunsTask(q db.DB, pub Publisher, logger *slog.Logger) MaintenanceTask {
+	return MaintenanceTask{Name: "reconcile_runs", Every: time.Minute, Run: func(ctx context.Context) (int64, error) {
+		runs, err := jobs.ReconcileOrphanedRuns(ctx, q, 1000)
+		for _, r := range runs {
+			if err := pub.PublishUser(context.WithoutCancel(ctx), r.OwnerID, jobs.EventName(r.Run.Status), r.Run); err != nil {
+				logger.Warn("publish run event", "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
+			}
+		}
+		return int64(len(runs)), err
+	}}
+}
