@@ -105,7 +105,7 @@ func New(opts Options) *Server {
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.requireAdmin)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)
@@ -114,6 +114,7 @@ func New(opts Options) *Server {
 		registerAuth(api, s)
 		registerTasks(api, s)
 		registerRuns(api, s)
+		registerAPIKeys(api, s)
 		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)
