@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
@@ -80,6 +81,8 @@ type Server struct {
 	readyChecks []readyCheck
 
 	basicCache *basicAuthCache
+	// idemWait overrides idempotencyWait (tests).
+	idemWait time.Duration
 }
 
 // New builds the router, the API and every route.
@@ -103,9 +106,9 @@ func New(opts Options) *Server {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, documentIdempotency)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)

@@ -135,7 +135,7 @@ func (a *app) buildRiver() error {
 	if a.cfg.HasRole(config.RoleWorker) {
 		var err error
 		wopts := a.workerOptions()
-		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune())
+		wopts.Maintenance = append(a.maintenance, a.rateLimitPrune(), a.idempotencyPrune())
 		rcfg, err = workers.RiverConfig(wopts)
 		if err != nil {
 			return err

@@ -43,3 +43,11 @@ func (a *app) rateLimitPrune() workers.MaintenanceTask {
 		},
 	}
 }
+
+// idempotencyPrune deletes Idempotency-Key records older than their 24 h.
+func (a *app) idempotencyPrune() workers.MaintenanceTask {
+	return workers.MaintenanceTask{
+		Name: "idempotency_prune", Every: 10 * time.Minute,
+		Run: func(ctx context.Context) (int64, error) { return web.PruneIdempotencyKeys(ctx, a.pool) },
+	}
+}
