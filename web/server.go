@@ -39,6 +39,9 @@ type Options struct {
 	BcryptCost int
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
+	// AllowedOrigins may call the API from a browser (CORS): listed origins
+	// with credentials, "*" any origin without; none: no cross-origin call.
+	AllowedOrigins []string
 
 	// Realtime: with all four set (role web) the ticket, WebSocket, event
 	// and RPC routes are served. The realtime package provides them.
@@ -97,7 +100,8 @@ func New(opts Options) *Server {
 
 	r := chi.NewRouter()
 	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
-		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger),
+		corsHandler(opts.AllowedOrigins))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))

@@ -118,8 +118,8 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
-		RateLimits: a.rateLimits(),
-		Cluster:    a.cluster, Presence: a.cluster,
+		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
+		Cluster: a.cluster, Presence: a.cluster,
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
