@@ -209,3 +209,30 @@ func TestAPIKeyRateLimit(t *testing.T) {
 		t.Fatalf("the owner's token: %d %s", res.status, res.raw)
 	}
 }
+
+// TestAPIKeyLimits: at most 100 keys per account; the River UI takes none.
+func TestAPIKeyLimits(t *testing.T) {
+	t.Parallel()
+	b := &testBundle{server: corsServer(t)} // with a River UI
+	token, id := b.register(t, "many@example.com")
+	secret := b.createKey(t, token, map[string]any{"name": "first"})["secret"].(string)
+	_, err := b.server.opts.Pool.Exec(context.Background(), `
+		INSERT INTO api_keys (user_id, name, prefix, secret_hash, scopes)
+		SELECT $1::uuid, 'k' || i, 'sbk_', sha256(convert_to($1::text || i, 'UTF8')), '{read}' FROM generate_series(2, 100) i`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := b.do(t, http.MethodPost, "/v1/api-keys", map[string]any{"name": "one too many"}, token)
+	requireProblem(t, res, http.StatusConflict)
+	if !strings.Contains(res.body["detail"].(string), "at most 100") {
+		t.Fatalf("detail: %s", res.raw)
+	}
+	if list := b.do(t, http.MethodGet, "/v1/api-keys", nil, token); len(list.body["items"].([]any)) != 100 {
+		t.Fatalf("list: %d items", len(list.body["items"].([]any)))
+	}
+	ui := b.do(t, http.MethodGet, "/riverui/", nil, secret)
+	requireProblem(t, ui, http.StatusUnauthorized)
+	if !strings.Contains(ui.body["detail"].(string), "API keys") {
+		t.Fatalf("River UI detail: %s", ui.raw)
+	}
+}

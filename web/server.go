@@ -108,7 +108,8 @@ func New(opts Options) *Server {
 	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
 	cfg.CreateHooks = nil // no $schema links in bodies: the contract is docs/api.md
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT or sbk_ API key",
+			Description: "A user token from /v1/auth/login or /v1/auth/register (JWT, 24 h), or an API key (sbk_…) from POST /v1/api-keys."},
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, documentIdempotency)
 	api := humachi.New(r, cfg)
