@@ -236,3 +236,27 @@ func TestAPIKeyLimits(t *testing.T) {
 		t.Fatalf("River UI detail: %s", ui.raw)
 	}
 }
+
+// TestAPIKeyAdminPowersNeedTheScope: an admin's key without the admin scope
+// acts as a plain user outside the operator routes too (RPC to another
+// user's clients), and one with it keeps the admin's powers; a write key
+// gets WebSocket tickets and publishes events as its owner.
+func TestAPIKeyAdminPowersNeedTheScope(t *testing.T) {
+	t.Parallel()
+	b := setupRealtime(t)
+	admin, _ := b.registerAdmin(t, "rpc-key-admin@example.com")
+	_, other := b.register(t, "rpc-key-other@example.com")
+	plain := b.createKey(t, admin, map[string]any{"name": "plain"})["secret"].(string)
+	full := b.createKey(t, admin, map[string]any{"name": "full", "scopes": []string{"write", "admin"}})["secret"].(string)
+	rpc := map[string]any{"method": "x"}
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/users/"+other+"/rpc", rpc, plain), http.StatusForbidden)
+	// Allowed: the user is simply not connected.
+	requireProblem(t, b.do(t, http.MethodPost, "/v1/users/"+other+"/rpc", rpc, full), http.StatusNotFound)
+
+	if res := b.do(t, http.MethodPost, "/v1/ws/ticket", nil, plain); res.status != http.StatusCreated {
+		t.Fatalf("ticket by key: %d %s", res.status, res.raw)
+	}
+	if res := b.do(t, http.MethodPost, "/v1/events", map[string]any{"to": other, "event": "hello"}, plain); res.status != http.StatusAccepted {
+		t.Fatalf("event by key: %d %s", res.status, res.raw)
+	}
+}
