@@ -208,3 +208,60 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 		t.Fatalf("pruned %d, %v; want 2", n, err)
 	}
 }
+
+// TestIdempotentEvent: a retried publish with its key is delivered once; a
+// ticket request ignores the header (a replay would hand out a spent one).
+func TestIdempotentEvent(t *testing.T) {
+	t.Parallel()
+	b := setupRealtime(t)
+	token, id := b.register(t, "idem-event@example.com")
+	conn := b.connect(t, token)
+	key := uuid.NewString()
+	body := `{"to":"` + id + `","event":"once"}`
+	first := b.post(t, "/v1/events", body, token, key)
+	second := b.post(t, "/v1/events", body, token, key)
+	if first.status != http.StatusAccepted || !bytes.Equal(first.raw, second.raw) || second.header.Get(replayedHeader) != "true" {
+		t.Fatalf("publish: %d %s / %s", first.status, first.raw, second.raw)
+	}
+	if res := b.post(t, "/v1/events", `{"to":"`+id+`","event":"after"}`, token, ""); res.status != http.StatusAccepted {
+		t.Fatalf("sentinel: %d %s", res.status, res.raw)
+	}
+	// Frames to one user arrive in publish order: after "once" comes "after".
+	if f := readFrame(t, conn); f.Event != "once" || f.ID != first.body["id"] {
+		t.Fatalf("first frame %+v", f)
+	}
+	if f := readFrame(t, conn); f.Event != "after" {
+		t.Fatalf("second frame %+v, want the sentinel: the retry was delivered again", f)
+	}
+
+	t1 := b.post(t, "/v1/ws/ticket", "", token, key+"-ticket")
+	t2 := b.post(t, "/v1/ws/ticket", "", token, key+"-ticket")
+	if t1.status != http.StatusCreated || t2.status != http.StatusCreated || t1.body["ticket"] == t2.body["ticket"] {
+		t.Fatalf("tickets: %s / %s", t1.raw, t2.raw)
+	}
+}
+
+func TestIdempotencyInOpenAPI(t *testing.T) {
+	t.Parallel()
+	b := setupRealtime(t)
+	paths := b.do(t, http.MethodGet, "/openapi.json", nil, "").body["paths"].(map[string]any)
+	header := func(path string) bool {
+		params, _ := paths[path].(map[string]any)["post"].(map[string]any)["parameters"].([]any)
+		for _, p := range params {
+			if p.(map[string]any)["name"] == idempotencyHeader && p.(map[string]any)["in"] == "header" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range []string{"/v1/tasks", "/v1/tasks/{id}/runs", "/v1/events", "/v1/api-keys"} {
+		if !header(p) {
+			t.Errorf("POST %s does not document Idempotency-Key", p)
+		}
+	}
+	for _, p := range []string{"/v1/ws/ticket", "/v1/auth/register"} {
+		if header(p) {
+			t.Errorf("POST %s documents Idempotency-Key, which it ignores", p)
+		}
+	}
+}
