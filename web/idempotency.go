@@ -87,6 +87,9 @@ func (s *Server) idempotent(ctx huma.Context, next func(huma.Context)) {
 	var body []byte
 	if op.RequestBody != nil {
 		limit := cmp.Or(op.MaxBodyBytes, 1<<20)
+		if op.BodyReadTimeout > 0 { // as Huma would, had it read the body itself
+			_ = ctx.SetReadDeadline(time.Now().Add(op.BodyReadTimeout))
+		}
 		body, err = io.ReadAll(io.LimitReader(ctx.BodyReader(), limit+1))
 		if err != nil || int64(len(body)) > limit {
 			// Too large or unreadable: Huma answers it (413, 408), nothing to keep.

@@ -135,6 +135,19 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	})
 
+	t.Run("a body over the limit is a 413, and keeps nothing", func(t *testing.T) {
+		t.Parallel()
+		token, id := b.register(t, "idem-big@example.com")
+		key := uuid.NewString()
+		big := `{"name":"` + strings.Repeat("n", 1<<20) + `"}`
+		if res := b.post(t, "/v1/tasks", big, token, key); res.status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("big body: %d %s", res.status, res.raw)
+		}
+		if res := b.post(t, "/v1/tasks", taskBody, token, key); res.status != http.StatusCreated || b.taskCount(t, id) != 1 {
+			t.Fatalf("after: %d %s", res.status, res.raw)
+		}
+	})
+
 	t.Run("a malformed key is a 400", func(t *testing.T) {
 		t.Parallel()
 		token, id := b.register(t, "idem-bad@example.com")
