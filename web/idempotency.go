@@ -293,8 +293,13 @@ func (c *recordingContext) BodyReader() io.Reader {
 	return c.humaContext.BodyReader()
 }
 
+// SetStatus keeps the first status: the one the handler answered. Huma sets
+// 499 afterwards when the client left while the body was written, and that
+// request is the very one a retry must not run again.
 func (c *recordingContext) SetStatus(code int) {
-	c.status = code
+	if c.status == 0 {
+		c.status = code
+	}
 	c.humaContext.SetStatus(code)
 }
 
@@ -309,7 +314,7 @@ func (c *recordingContext) AppendHeader(name, value string) {
 }
 
 func (c *recordingContext) BodyWriter() io.Writer {
-	return io.MultiWriter(c.humaContext.BodyWriter(), &c.buf)
+	return io.MultiWriter(&c.buf, c.humaContext.BodyWriter()) // the copy first: the client may be gone
 }
 
 // Data layer of idempotency_keys.

@@ -3,12 +3,16 @@ package web
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/google/uuid"
 )
 
@@ -276,5 +280,27 @@ func TestIdempotencyInOpenAPI(t *testing.T) {
 		if header(p) {
 			t.Errorf("POST %s documents Idempotency-Key, which it ignores", p)
 		}
+	}
+}
+
+// failingWriter is a client that went away.
+type failingWriter struct{ *httptest.ResponseRecorder }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+// TestRecordingKeepsTheHandlersAnswer: when the client leaves while the body
+// is written, Huma sets 499 after the handler's 201; the 201 and its whole
+// body are what a retry must get.
+func TestRecordingKeepsTheHandlersAnswer(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest(http.MethodPost, "/v1/tasks", nil)
+	rc := &recordingContext{humaContext: humatest.NewContext(&huma.Operation{}, req, failingWriter{httptest.NewRecorder()}), header: http.Header{}}
+	rc.SetStatus(http.StatusCreated)
+	if _, err := rc.BodyWriter().Write([]byte(`{"id":"x"}`)); err == nil {
+		t.Fatal("the client's write should fail")
+	}
+	rc.SetStatus(499)
+	if rc.status != http.StatusCreated || rc.buf.String() != `{"id":"x"}` {
+		t.Fatalf("kept %d %q", rc.status, rc.buf.String())
 	}
 }
