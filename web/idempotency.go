@@ -19,6 +19,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/db"
 )
@@ -53,6 +54,18 @@ const (
 // to, with why.
 var notIdempotent = map[string]string{
 	"ws-ticket": "a ticket is single use: a retry should get a new one, and a replay would hand out a spent ticket",
+}
+
+// idempotencyOutcomes counts keyed requests by what became of them:
+// executed (ran and kept its answer), replayed, in_flight (409),
+// mismatch (422), released (answered non-2xx, key freed).
+func newIdempotencyOutcomes(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_idempotency_requests_total",
+		Help: "POSTs with an Idempotency-Key by outcome: executed, replayed, in_flight, mismatch, released.",
+	}, []string{"outcome"})
+	reg.MustRegister(c)
+	return c
 }
 
 // idemRequest identifies one request under a key.
@@ -118,13 +131,16 @@ func (s *Server) runIdempotent(rc *recordingContext, next func(huma.Context), re
 			s.runAndKeep(rc, next, req, claim)
 			return
 		case found != nil && !bytes.Equal(found.fingerprint, req.fingerprint):
+			s.idemOutcomes.WithLabelValues("mismatch").Inc()
 			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusUnprocessableEntity,
 				"this Idempotency-Key was used within 24 h for a different request (method, path or body); use a new key for a new request")
 			return
 		case found != nil && found.status != 0:
+			s.idemOutcomes.WithLabelValues("replayed").Inc()
 			s.replay(rc.humaContext, req, found)
 			return
 		case time.Now().After(deadline):
+			s.idemOutcomes.WithLabelValues("in_flight").Inc()
 			rc.humaContext.SetHeader("Retry-After", "1")
 			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusConflict,
 				"a request with this Idempotency-Key is still in flight; retry shortly to get its answer")
@@ -144,6 +160,11 @@ func (s *Server) runAndKeep(rc *recordingContext, next func(huma.Context), req i
 	ctx := context.WithoutCancel(rc.humaContext.Context())
 	kept := false
 	defer func() {
+		outcome := "executed"
+		if !kept {
+			outcome = "released"
+		}
+		s.idemOutcomes.WithLabelValues(outcome).Inc()
 		if !kept {
 			if err := idemRelease(ctx, s.opts.Pool, req, claim); err != nil {
 				s.opts.Logger.WarnContext(ctx, "release an idempotency key", "error", err)

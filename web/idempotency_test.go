@@ -131,11 +131,20 @@ func TestIdempotencyKey(t *testing.T) {
 		if res.header.Get("Retry-After") != "1" || b.taskCount(t, id) != 0 {
 			t.Fatalf("in flight: %v", res.header)
 		}
+		requireProblem(t, b.post(t, "/v1/tasks", `{}`, token, key), http.StatusUnprocessableEntity)
 		if _, err := b.server.opts.Pool.Exec(context.Background(), `UPDATE idempotency_keys SET locked_until = now() - interval '1 second' WHERE fingerprint = $1`, fp); err != nil {
 			t.Fatal(err)
 		}
 		if res := b.post(t, "/v1/tasks", taskBody, token, key); res.status != http.StatusCreated || b.taskCount(t, id) != 1 {
 			t.Fatalf("abandoned: %d %s", res.status, res.raw)
+		}
+		b.post(t, "/v1/tasks", taskBody, token, key)
+		b.post(t, "/v1/tasks", `{"name":""}`, token, uuid.NewString())
+		metrics := string(b.do(t, http.MethodGet, "/metrics", nil, "").raw)
+		for _, want := range []string{"in_flight", "mismatch", "executed", "replayed", "released"} {
+			if !strings.Contains(metrics, `switchboard_idempotency_requests_total{outcome="`+want+`"} 1`) {
+				t.Errorf("metric %s not 1:\n%s", want, metrics)
+			}
 		}
 	})
 

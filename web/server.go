@@ -85,7 +85,8 @@ type Server struct {
 
 	basicCache *basicAuthCache
 	// idemWait overrides idempotencyWait (tests).
-	idemWait time.Duration
+	idemWait     time.Duration
+	idemOutcomes *prometheus.CounterVec
 }
 
 // New builds the router, the API and every route.
@@ -97,6 +98,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
 
 	s.buildLimits()
+	s.idemOutcomes = newIdempotencyOutcomes(opts.Registry)
 
 	r := chi.NewRouter()
 	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
