@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
@@ -80,6 +81,15 @@ type apiKeyListOutput struct {
 
 type apiKeyIDInput struct {
 	ID string `path:"id" format:"uuid" doc:"API key id"`
+}
+
+// Resolve reads any spelling Huma's uuid check accepts (urn:uuid:, braces,
+// upper case) as the form Postgres takes.
+func (in *apiKeyIDInput) Resolve(huma.Context) []error {
+	if u, err := uuid.Parse(in.ID); err == nil {
+		in.ID = u.String()
+	}
+	return nil
 }
 
 func registerAPIKeys(api huma.API, s *Server) {

@@ -65,7 +65,7 @@ func TestAPIKeys(t *testing.T) {
 		if res := b.do(t, http.MethodGet, "/v1/tasks", nil, secret["secret"].(string)); res.status != http.StatusOK {
 			t.Fatalf("before revoke: %d %s", res.status, res.raw)
 		}
-		if res := b.do(t, http.MethodDelete, "/v1/api-keys/"+id, nil, token); res.status != http.StatusNoContent {
+		if res := b.do(t, http.MethodDelete, "/v1/api-keys/urn:uuid:"+strings.ToUpper(id), nil, token); res.status != http.StatusNoContent {
 			t.Fatalf("revoke: %d %s", res.status, res.raw)
 		}
 		res := b.do(t, http.MethodGet, "/v1/tasks", nil, secret["secret"].(string))
