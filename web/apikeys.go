@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -63,7 +64,7 @@ type apiKeyCreated struct {
 
 type apiKeyCreateInput struct {
 	Body struct {
-		Name      string     `json:"name" minLength:"1" maxLength:"100" doc:"what the key is for"`
+		Name      string     `json:"name" minLength:"1" maxLength:"100" doc:"what the key is for; no control characters"`
 		ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"when the key stops working; must be in the future; omitted: never"`
 		Scopes    []string   `json:"scopes,omitempty" minItems:"1" maxItems:"3" uniqueItems:"true" enum:"read,write,admin" doc:"default [\"read\",\"write\"]; admin only for admins"`
 	}
@@ -125,6 +126,11 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 	}
 	if slices.Contains(scopes, scopeAdmin) && !p.IsAdmin() {
 		return nil, huma.Error403Forbidden("only admins can create keys with the admin scope")
+	}
+	if strings.ContainsFunc(b.Name, unicode.IsControl) {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
+			Message: "name may not contain control characters", Location: "body.name",
+		})
 	}
 	if b.ExpiresAt != nil && !b.ExpiresAt.After(time.Now()) {
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{

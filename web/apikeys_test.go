@@ -118,6 +118,8 @@ func TestAPIKeys(t *testing.T) {
 			{"name": "x", "scopes": []string{}},
 			{"name": "x", "expires_at": time.Now().Add(-time.Minute).Format(time.RFC3339)},
 			{"name": strings.Repeat("n", 101)},
+			{"name": "a\x00b"},
+			{"name": "tab\there"},
 		} {
 			requireProblem(t, b.do(t, http.MethodPost, "/v1/api-keys", body, token), http.StatusUnprocessableEntity)
 		}
