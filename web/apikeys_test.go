@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/realtime"
 )
 
 // createKey makes an API key with a user token and returns the answer.
@@ -247,13 +250,21 @@ func TestAPIKeyAdminPowersNeedTheScope(t *testing.T) {
 	t.Parallel()
 	b := setupRealtime(t)
 	admin, _ := b.registerAdmin(t, "rpc-key-admin@example.com")
-	_, other := b.register(t, "rpc-key-other@example.com")
+	otherToken, other := b.register(t, "rpc-key-other@example.com")
 	plain := b.createKey(t, admin, map[string]any{"name": "plain"})["secret"].(string)
 	full := b.createKey(t, admin, map[string]any{"name": "full", "scopes": []string{"write", "admin"}})["secret"].(string)
 	rpc := map[string]any{"method": "x"}
 	requireProblem(t, b.do(t, http.MethodPost, "/v1/users/"+other+"/rpc", rpc, plain), http.StatusForbidden)
-	// Allowed: the user is simply not connected.
-	requireProblem(t, b.do(t, http.MethodPost, "/v1/users/"+other+"/rpc", rpc, full), http.StatusNotFound)
+	conn := b.connect(t, otherToken)
+	done := make(chan response, 1)
+	go func() { done <- b.do(t, http.MethodPost, "/v1/users/"+other+"/rpc", rpc, full) }()
+	f := readFrame(t, conn)
+	if err := conn.WriteJSON(realtime.Frame{Event: "rpc.result", ID: f.ID, Payload: json.RawMessage(`"ok"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.status != http.StatusOK || res.body["result"] != "ok" {
+		t.Fatalf("rpc by an admin key: %d %s", res.status, res.raw)
+	}
 
 	if res := b.do(t, http.MethodPost, "/v1/ws/ticket", nil, plain); res.status != http.StatusCreated {
 		t.Fatalf("ticket by key: %d %s", res.status, res.raw)
