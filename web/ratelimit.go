@@ -20,6 +20,9 @@ type RateLimits struct {
 	Auth ratelimit.Rate
 	// User limits authenticated /v1 routes per user; default 50/s, burst 100.
 	User ratelimit.Rate
+	// APIKey limits requests made with an API key, per key, in its own
+	// bucket (not the owner's User bucket); default 50/s, burst 100.
+	APIKey ratelimit.Rate
 	// TrustedProxies (CIDRs or addresses) are believed about the client's
 	// address, in ClientIPHeader: X-Forwarded-For (default) or a one-address
 	// header such as Fly-Client-IP.
@@ -33,6 +36,8 @@ type RateLimits struct {
 var (
 	defaultAuthRate = ratelimit.Rate{PerSecond: 5, Burst: 8}
 	defaultUserRate = ratelimit.Rate{PerSecond: 50, Burst: 100}
+	// DefaultAPIKeyRate is the per-key limit when RateLimits.APIKey is zero.
+	DefaultAPIKeyRate = ratelimit.Rate{PerSecond: 50, Burst: 100}
 )
 
 // limits are the server's limiters: one store (one Postgres counter, one
@@ -50,8 +55,8 @@ var (
 // never wait for each other, and requests on one key queue on that key alone
 // (on this replica, then on its row in Postgres) for one statement each.
 type limits struct {
-	store      *ratelimit.Store
-	auth, user *ratelimit.Limiter
+	store              *ratelimit.Store
+	auth, user, apiKey *ratelimit.Limiter
 }
 
 func (s *Server) buildLimits() {
@@ -66,6 +71,7 @@ func (s *Server) buildLimits() {
 	})
 	s.limits.auth = s.limits.store.Limiter("auth", cmp.Or(o.Auth, defaultAuthRate))
 	s.limits.user = s.limits.store.Limiter("user", cmp.Or(o.User, defaultUserRate))
+	s.limits.apiKey = s.limits.store.Limiter("apikey", cmp.Or(o.APIKey, DefaultAPIKeyRate))
 }
 
 // limitAuth limits /v1/auth/* per client IP.
@@ -77,12 +83,17 @@ func (s *Server) limitAuth(ctx huma.Context, next func(huma.Context)) {
 	s.limit(ctx, next, s.limits.auth, clientIP(ctx.Context(), ctx.RemoteAddr()), "from this address")
 }
 
-// limitUser limits authenticated operations per user; it runs after
-// authenticate, which put the principal in the context.
+// limitUser limits authenticated operations per user, or per API key for
+// requests made with one; it runs after authenticate, which put the
+// principal in the context.
 func (s *Server) limitUser(ctx huma.Context, next func(huma.Context)) {
 	p, ok := ctx.Context().Value(principalKey{}).(Principal)
 	if !ok {
 		next(ctx)
+		return
+	}
+	if p.KeyID != "" {
+		s.limit(ctx, next, s.limits.apiKey, p.KeyID, "for this API key")
 		return
 	}
 	s.limit(ctx, next, s.limits.user, p.UserID, "for this account")

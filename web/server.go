@@ -42,6 +42,9 @@ type Options struct {
 	// BodyReadTimeout is how long a request's body may take to arrive after
 	// its headers, on every route; default DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// AllowedOrigins may call the API from a browser (CORS): listed origins
+	// with credentials, "*" any origin without; none: no cross-origin call.
+	AllowedOrigins []string
 
 	// Realtime: with all four set (role web) the ticket, WebSocket, event
 	// and RPC routes are served. The realtime package provides them.
@@ -84,6 +87,9 @@ type Server struct {
 	readyChecks []readyCheck
 
 	basicCache *basicAuthCache
+	// idemWait overrides idempotencyWait (tests).
+	idemWait     time.Duration
+	idemOutcomes *prometheus.CounterVec
 }
 
 // New builds the router, the API and every route.
@@ -95,11 +101,13 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
 
 	s.buildLimits()
+	s.idemOutcomes = newIdempotencyOutcomes(opts.Registry)
 
 	r := chi.NewRouter()
 	bodyTimeout := cmp.Or(opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	r.Use(bodyDeadline(bodyTimeout), requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
-		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger),
+		corsHandler(opts.AllowedOrigins))
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
@@ -108,12 +116,13 @@ func New(opts Options) *Server {
 	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
 	cfg.CreateHooks = nil // no $schema links in bodies: the contract is docs/api.md
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT or sbk_ API key",
+			Description: "A user token from /v1/auth/login or /v1/auth/register (JWT, 24 h), or an API key (sbk_…) from POST /v1/api-keys."},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout))
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.requireAdmin)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
 	s.router, s.api = r, api
 
 	s.AddReadyCheck("postgres", s.pingPostgres)
@@ -122,6 +131,7 @@ func New(opts Options) *Server {
 		registerAuth(api, s)
 		registerTasks(api, s)
 		registerRuns(api, s)
+		registerAPIKeys(api, s)
 		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)

@@ -21,6 +21,9 @@ const tokenTTL = 24 * time.Hour
 type Principal struct {
 	UserID string
 	Role   string
+	// KeyID and Scopes are set when the caller sent an API key.
+	KeyID  string
+	Scopes []string
 }
 
 // IsAdmin reports whether the caller has the admin role.
@@ -76,8 +79,10 @@ func (t tokens) verify(raw string) (Principal, error) {
 type principalKey struct{}
 
 // authenticate is Huma middleware: operations that declare the bearer
-// security requirement need a valid token; the principal (its user id) goes
-// in the context. checkAccount, after the per-user rate limit, completes it.
+// security requirement need a valid token or API key (sbk_…); the principal
+// (its user id) goes in the context. For a user token checkAccount, after
+// the per-user rate limit, completes it; an API key's lookup has read the
+// owner's account already.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if len(ctx.Operation().Security) == 0 {
 		next(ctx)
@@ -89,7 +94,17 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "missing bearer token: send Authorization: Bearer <token from /v1/auth/login>")
 		return
 	}
-	p, err := s.tokens.verify(raw)
+	var p Principal
+	var err error
+	if strings.HasPrefix(raw, apiKeyPrefix) {
+		var refused *accountRefused
+		if p, err = s.apiKeyPrincipal(ctx.Context(), raw); err != nil && !errors.As(err, &refused) {
+			_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
+			return
+		}
+	} else {
+		p, err = s.tokens.verify(raw)
+	}
 	if err != nil {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, err.Error())
@@ -104,7 +119,7 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 // from the next request on.
 func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 	p, ok := ctx.Context().Value(principalKey{}).(Principal)
-	if !ok {
+	if !ok || p.KeyID != "" {
 		next(ctx)
 		return
 	}

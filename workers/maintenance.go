@@ -35,6 +35,9 @@ func Maintenance(o Options) []MaintenanceTask {
 			return ratelimit.Prune(ctx, q, time.Now().Add(-o.RateLimitRetention))
 		}))
 	}
+	if o.PruneIdempotency != nil {
+		tasks = append(tasks, MaintenanceTask{Name: "idempotency_prune", Every: 10 * time.Minute, Run: o.PruneIdempotency})
+	}
 	if o.ReapNodes != nil {
 		// Nodes silent for over a minute, their running jobs rescued first
 		// should no heartbeat have done it.

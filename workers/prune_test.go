@@ -53,8 +53,8 @@ func TestRiverConfigPeriodicJobs(t *testing.T) {
 	}{
 		{"database", Options{DB: setup(t, setupOpts{}).pool},
 			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "delete_spilled_bus_messages"}},
-		{"everything", Options{DB: setup(t, setupOpts{}).pool, RateLimitRetention: time.Minute, ReapNodes: reap},
-			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "delete_spilled_bus_messages", "ratelimit_prune", "reap_cluster_nodes"}},
+		{"everything", Options{DB: setup(t, setupOpts{}).pool, RateLimitRetention: time.Minute, ReapNodes: reap, PruneIdempotency: reap},
+			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "delete_spilled_bus_messages", "ratelimit_prune", "idempotency_prune", "reap_cluster_nodes"}},
 		{"no database", Options{ReapNodes: reap}, []string{"reap_cluster_nodes"}},
 	} {
 		cfg, err := RiverConfig(tc.opts)

@@ -36,6 +36,9 @@ type Options struct {
 	// ReapNodes is the cluster's Reap (dead nodes rescued, then deleted);
 	// nil leaves it out.
 	ReapNodes func(ctx context.Context) (int64, error)
+	// PruneIdempotency deletes expired Idempotency-Key records (web owns
+	// that table); nil leaves it out.
+	PruneIdempotency func(ctx context.Context) (int64, error)
 
 	// DB enables the task-run worker and the maintenance of the tables;
 	// without it the client works the other maintenance jobs only.

@@ -121,8 +121,8 @@ func (a *app) build() error {
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
-		RateLimits: a.rateLimits(),
-		Cluster:    a.cluster, Presence: a.cluster,
+		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
+		Cluster: a.cluster, Presence: a.cluster,
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)

@@ -31,8 +31,9 @@ func (a *app) workerOptions() workers.Options {
 		Publisher: a.bus, Metrics: a.jobs.metrics,
 		Webhook:            workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version},
 		RunRetention:       a.cfg.RunRetention,
-		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate()),
+		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate(), a.apiKeyRate()),
 		ReapNodes:          a.cluster.Reap,
+		PruneIdempotency:   func(ctx context.Context) (int64, error) { return web.PruneIdempotencyKeys(ctx, a.pool) },
 	}
 }
 

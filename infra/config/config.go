@@ -39,6 +39,8 @@ type Config struct {
 	AuthBurst        int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
 	UserRate         float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per user on authenticated /v1 routes"`
 	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
+	APIKeyRate       float64       `envconfig:"SWITCHBOARD_API_KEY_RATE" default:"50" desc:"requests per second per API key (its own bucket, not its owner's)"`
+	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
@@ -47,7 +49,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
-	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may open WebSockets from, or *; default: the request's own host"`
+	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may call the API from (CORS; listed origins with credentials, * without) and open WebSockets from, or *; default: no cross-origin API calls, WebSockets from the request's own host"`
 	WSLimits
 }
 
@@ -186,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.UserBurst < 1 {
 		errs = append(errs, errors.New("SWITCHBOARD_USER_BURST must be at least 1"))
+	}
+	if c.APIKeyRate < 0 || c.APIKeyBurst < 0 { // zero: the default
+		errs = append(errs, errors.New("SWITCHBOARD_API_KEY_RATE and SWITCHBOARD_API_KEY_BURST must be positive"))
 	}
 	if c.RateLimitTimeout < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_RATELIMIT_TIMEOUT must not be negative"))

@@ -38,6 +38,7 @@ func TestValidate(t *testing.T) {
 		{"zero rate", func(c *Config) { c.AuthRate = 0 }, "SWITCHBOARD_AUTH_RATE"},
 		{"zero user rate", func(c *Config) { c.UserRate = 0 }, "SWITCHBOARD_USER_RATE"},
 		{"zero user burst", func(c *Config) { c.UserBurst = 0 }, "SWITCHBOARD_USER_BURST"},
+		{"negative api key rate", func(c *Config) { c.APIKeyRate = -1 }, "SWITCHBOARD_API_KEY_RATE"},
 		{"negative rate limit timeout", func(c *Config) { c.RateLimitTimeout = -1 }, "SWITCHBOARD_RATELIMIT_TIMEOUT"},
 		{"no client ip header", func(c *Config) { c.ClientIPHeader = " " }, "SWITCHBOARD_CLIENT_IP_HEADER"},
 		{"fly client ip header", func(c *Config) {
