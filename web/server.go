@@ -100,6 +100,7 @@ func New(opts Options) *Server {
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
 	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
 	cfg.CreateHooks = nil // no $schema links in bodies: the contract is docs/api.md
+	cfg.DocsPath = ""     // Huma's page loads its UI from a CDN: mountDocs serves one offline
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
@@ -108,6 +109,7 @@ func New(opts Options) *Server {
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.requireAdmin)
 	s.router, s.api = r, api
 
+	s.mountDocs()
 	s.AddReadyCheck("postgres", s.pingPostgres)
 	registerHealth(api, s)
 	if opts.PublicAPI {

@@ -12,11 +12,12 @@ import (
 	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, browsertest.Close) }
 
 var testSecret = []byte("test-secret-test-secret-test-secret")
 

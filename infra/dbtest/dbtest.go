@@ -45,9 +45,12 @@ var (
 
 // Main runs a package's tests and then releases the shared server; call it
 // from TestMain. Without it everything works, the server just stays up for
-// the next run.
-func Main(m *testing.M) {
+// the next run. atExit runs after the tests (a shared browser stops there).
+func Main(m *testing.M, atExit ...func()) {
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	if txPool != nil {
 		txPool.Close()
 		dropDatabase(txDB)
