@@ -95,6 +95,9 @@ func New(opts Options) *Server {
 	r := chi.NewRouter()
 	r.Use(requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
 		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger))
+	if opts.PublicAPI {
+		r.Use(s.consoleBridge)
+	}
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
 
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
@@ -131,6 +134,9 @@ func New(opts Options) *Server {
 	}
 	if opts.RiverUI != nil {
 		s.mountRiverUI(opts.RiverUI)
+	}
+	if opts.PublicAPI {
+		s.mountConsole()
 	}
 	return s
 }

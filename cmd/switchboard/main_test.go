@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, browsertest.Close) }
 
 // testConfig is a valid configuration for a replica on dbURL listening on a
 // free loopback port. Replicas built from it share their secrets.

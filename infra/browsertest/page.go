@@ -56,6 +56,12 @@ func NewPage(t *testing.T, opts Options) *Page {
 	ctx, cancel := context.WithTimeout(tctx, opts.Timeout)
 	p.Ctx = ctx
 	t.Cleanup(func() {
+		if t.Failed() {
+			dctx, dcancel := context.WithTimeout(tctx, 5*time.Second)
+			text, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			dcancel()
+			t.Logf("the page when the test failed: %s", text)
+		}
 		cancel()
 		tcancel()
 		if f := p.Foreign(); len(f) > 0 {
