@@ -194,6 +194,29 @@ func TestConsoleAdminCluster(t *testing.T) {
 	killed := time.Now()
 	page.Do(t, "see the killed node unreachable", row(ids[2], `[data-reachable=false]`))
 	t.Logf("the killed node showed as unreachable %s after kill -9", time.Since(killed).Round(100*time.Millisecond))
+
+	t.Log("disconnect a user: the page shows which nodes acked and which failed")
+	page.Do(t, "disconnect the operator's own sockets",
+		chromedp.SendKeys(chromedp.CSS(`input[name=disconnect-email]`), "operator@example.com"),
+		chromedp.Click(chromedp.CSS(`form[aria-labelledby=disc-title] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form[aria-labelledby=disc-title] .outcome`)),
+	)
+	acked := browsertest.Eval[[]string](t, page, `[...document.querySelectorAll('form[aria-labelledby=disc-title] code.acked')].map((e) => e.textContent)`)
+	failed := browsertest.Eval[[]string](t, page, `[...document.querySelectorAll('form[aria-labelledby=disc-title] code.failed')].map((e) => e.textContent)`)
+	if len(acked) != 2 || len(failed) != 1 || failed[0] != ids[2][:8] {
+		t.Fatalf("disconnect shows acked %v, failed %v; want the two live nodes and %s", acked, failed, ids[2][:8])
+	}
+	page.Do(t, "the console reconnects its own socket", chromedp.WaitVisible(chromedp.CSS(`#live[data-state=live]`)))
+
+	page.Do(t, "presence of a room, with the missing node named",
+		chromedp.SendKeys(chromedp.CSS(`input[name=room]`), "lobby"),
+		chromedp.Click(chromedp.CSS(`form[aria-labelledby=pres-title] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form[aria-labelledby=pres-title] .warn`)),
+	)
+	if got := text(t, page, `form[aria-labelledby=pres-title] .warn`); !strings.Contains(got, ids[2]) {
+		t.Fatalf("presence does not name the unreachable node: %q", got)
+	}
+
 	viewport(t, page, mobileWidth)
 	screenshot(t, page, "console-cluster-375")
 	if w := browsertest.Eval[int](t, page, `document.documentElement.scrollWidth`); w > mobileWidth {

@@ -76,7 +76,7 @@ export function clusterView({ main }) {
 
   function nodeRow(n) {
     return h('tr', { 'data-node-id': n.id, 'data-reachable': String(n.reachable), 'data-draining': String(n.draining) },
-      h('td', { 'data-label': 'Node' }, h('code', { title: n.id }, n.id.slice(0, 8)), n.name ? ` ${n.name}` : ''),
+      h('td', { 'data-label': 'Node' }, h('span', {}, h('code', { title: n.id }, n.id.slice(0, 8)), n.name ? ` ${n.name}` : '')),
       h('td', { 'data-label': 'Address' }, n.addr),
       h('td', { 'data-label': 'Roles' }, (n.roles || []).join(', ')),
       h('td', { 'data-label': 'Reachable' }, yes(n.reachable, 'reachable', 'unreachable')),
