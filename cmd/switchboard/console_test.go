@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 // The console in headless Chromium against real replicas on a real
@@ -68,6 +71,12 @@ func signIn(t *testing.T, page *browsertest.Page, base, email string, register b
 	)
 }
 
+// setValue sets a form control's value as typing would.
+func setValue(t *testing.T, page *browsertest.Page, css, value string) {
+	t.Helper()
+	browsertest.Eval[bool](t, page, fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); return true })()`, css, value))
+}
+
 func text(t *testing.T, page *browsertest.Page, css string) string {
 	t.Helper()
 	return browsertest.Eval[string](t, page, fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, css))
@@ -75,8 +84,11 @@ func text(t *testing.T, page *browsertest.Page, css string) string {
 
 func TestConsoleUser(t *testing.T) {
 	t.Parallel()
+	var lastBody atomic.Value
+	lastBody.Store("")
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		b, _ := io.ReadAll(r.Body)
+		lastBody.Store(string(b))
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	t.Cleanup(hook.Close)
@@ -104,8 +116,8 @@ func TestConsoleUser(t *testing.T) {
 	}
 
 	t.Log("create it, see its signing secret once")
+	setValue(t, page, `form.form input[name=schedule]`, "@every 1h")
 	page.Do(t, "fix the schedule and create",
-		chromedp.SetValue(chromedp.CSS(`form.form input[name=schedule]`), "@every 1h"),
 		chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.secret`)),
 	)
@@ -129,28 +141,65 @@ func TestConsoleUser(t *testing.T) {
 	if code := text(t, page, `tr[data-status=succeeded] td[data-label=HTTP]`); code != "200" {
 		t.Fatalf("HTTP status shown: %q", code)
 	}
+
+	// On-demand runs: what the console offers follows the served OpenAPI
+	// document, so these run once the API has them. They share the page, in
+	// order.
+	caps := browsertest.Eval[map[string]bool](t, page, `import('/console/assets/api.js').then((m) => m.capabilities())`)
+	t.Run("attempts of a run", func(t *testing.T) {
+		if !caps["attempts"] {
+			t.Skip("this server's API lists no attempts yet")
+		}
+		page.Do(t, "open the attempts of the run",
+			chromedp.Click(chromedp.CSS(`tr[data-status=succeeded] button.attempts`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr.attempts li`)),
+		)
+		if got := text(t, page, `tr.attempts li`); !strings.Contains(got, "succeeded") || !strings.Contains(got, "HTTP 200") {
+			t.Fatalf("attempt shown: %q", got)
+		}
+	})
+	t.Run("trigger with a payload", func(t *testing.T) {
+		if !caps["triggerPayload"] {
+			t.Skip("this server's API takes no trigger payload yet")
+		}
+		page.Do(t, "run it with a payload",
+			chromedp.SendKeys(chromedp.CSS(`form.trigger textarea[name=payload]`), `{"order": 42}`),
+			chromedp.Click(chromedp.ID("run-now")),
+		)
+		testwait.For(t, 30*time.Second, "the webhook to get the payload", func() bool {
+			var got map[string]any
+			return json.Unmarshal([]byte(lastBody.Load().(string)), &got) == nil && got["order"] == 42.0
+		})
+		page.Do(t, "see both runs succeed", chromedp.WaitVisible(chromedp.CSS(`tr[data-status=succeeded]:nth-child(2)`)))
+		setValue(t, page, `form.trigger textarea[name=payload]`, "")
+	})
+	t.Run("cancel a delayed run, then retry it", func(t *testing.T) {
+		if !caps["cancel"] || !caps["triggerRunAt"] {
+			t.Skip("this server's API has no delayed runs or cancel yet")
+		}
+		setValue(t, page, `form.trigger input[name=run_at]`, time.Now().Add(time.Hour).Format("2006-01-02T15:04:05"))
+		page.Do(t, "run it in an hour, then cancel it",
+			chromedp.Click(chromedp.ID("run-now")),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-status=queued] button.cancel`)),
+			chromedp.Click(chromedp.CSS(`tr[data-status=queued] button.cancel`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-status=cancelled]`)),
+		)
+		if !caps["retry"] {
+			return
+		}
+		before := browsertest.Eval[int](t, page, `document.querySelectorAll('tr[data-run-id]').length`)
+		page.Do(t, "retry the cancelled run", chromedp.Click(chromedp.CSS(`tr[data-status=cancelled] button.retry`)))
+		if _, err := chromedp.Run(page.Ctx, chromedp.PollFunction[bool](fmt.Sprintf(`() => document.querySelectorAll('tr[data-run-id]').length > %d`, before))); err != nil {
+			t.Fatalf("the retry is not listed: %v", err)
+		}
+	})
+
 	screenshot(t, page, "console-runs")
 	viewport(t, page, mobileWidth)
 	screenshot(t, page, "console-runs-375")
 	if w := browsertest.Eval[int](t, page, `document.documentElement.scrollWidth`); w > mobileWidth {
 		t.Errorf("at %d px the page is %d px wide: it scrolls sideways", mobileWidth, w)
 	}
-	viewport(t, page, 1280)
-
-	t.Run("cancel a delayed run", func(t *testing.T) {
-		// Needs on-demand runs (run_at, POST /v1/runs/{id}/cancel).
-		caps := browsertest.Eval[map[string]bool](t, page, `import('/console/assets/api.js').then((m) => m.capabilities())`)
-		if !caps["cancel"] || !caps["triggerRunAt"] {
-			t.Skip("this server's API has no delayed runs or cancel yet")
-		}
-		page.Do(t, "run it in an hour, then cancel it",
-			chromedp.SetValue(chromedp.CSS(`form.trigger input[name=run_at]`), time.Now().Add(time.Hour).Format("2006-01-02T15:04:05")),
-			chromedp.Click(chromedp.ID("run-now")),
-			chromedp.WaitVisible(chromedp.CSS(`tr[data-status=queued] button.cancel`)),
-			chromedp.Click(chromedp.CSS(`tr[data-status=queued] button.cancel`)),
-			chromedp.WaitVisible(chromedp.CSS(`tr[data-status=cancelled]`)),
-		)
-	})
 }
 
 func TestConsoleAdminCluster(t *testing.T) {

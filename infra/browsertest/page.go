@@ -23,7 +23,7 @@ type Options struct {
 	Origin string
 	// Width and Height of the viewport; default 1280×800.
 	Width, Height int
-	// Timeout of everything the page does; default 60 s.
+	// Timeout of everything the page does; default 2 min.
 	Timeout time.Duration
 }
 
@@ -50,7 +50,7 @@ func NewPage(t *testing.T, opts Options) *Page {
 		opts.Width, opts.Height = 1280, 800
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = 60 * time.Second
+		opts.Timeout = 2 * time.Minute
 	}
 	tctx, tcancel := chromedp.NewContext(bctx)
 	ctx, cancel := context.WithTimeout(tctx, opts.Timeout)

@@ -261,10 +261,10 @@ export function taskView({ main, caps }, id) {
       acts.push(h('button', { type: 'button', class: 'cancel', onclick: async () => { const r = await act(() => api('POST', `/v1/runs/${run.id}/cancel`), 'Run cancelled'); if (r) upsert(r); } }, 'Cancel'));
     }
     if (caps.retry && (run.status === 'failed' || run.status === 'cancelled')) {
-      acts.push(h('button', { type: 'button', onclick: async () => { const r = await act(() => api('POST', `/v1/runs/${run.id}/retry`), 'Retry queued'); if (r) upsert(r); } }, 'Retry'));
+      acts.push(h('button', { type: 'button', class: 'retry', onclick: async () => { const r = await act(() => api('POST', `/v1/runs/${run.id}/retry`), 'Retry queued'); if (r) upsert(r, { ifAbsent: true }); } }, 'Retry'));
     }
     if (caps.attempts && run.attempt > 0) {
-      const btn = h('button', { type: 'button', 'aria-expanded': 'false', onclick: () => toggleAttempts(run, btn) }, 'Attempts');
+      const btn = h('button', { type: 'button', class: 'attempts', 'aria-expanded': 'false', onclick: () => toggleAttempts(run, btn) }, 'Attempts');
       acts.push(btn);
     }
     return acts;
