@@ -6,6 +6,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
 // consoleReq is one browser request to the console's routes: host
@@ -150,5 +155,23 @@ func TestConsolePage(t *testing.T) {
 	var body map[string]any
 	if res := b.consoleReq(t, http.MethodGet, "/console/api/session", ""); res.status != http.StatusUnauthorized || json.Unmarshal(res.raw, &body) != nil {
 		t.Fatalf("session without a cookie: %d %s", res.status, res.raw)
+	}
+}
+
+// TestConsoleSignInIsRateLimited: the console's sign-in spends the same
+// per-address limit as /v1/auth/*, so it is no unlimited password oracle.
+func TestConsoleSignInIsRateLimited(t *testing.T) {
+	t.Parallel()
+	b := &testBundle{server: New(Options{
+		Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
+		RateLimits: RateLimits{Auth: ratelimit.Rate{PerSecond: 0.01, Burst: 2}, User: generous},
+	})}
+	statuses := []int{}
+	for range 3 {
+		res := b.consoleReq(t, http.MethodPost, "/console/api/session", `{"email":"nobody@example.com","password":"wrong horse"}`, sameOriginHeader)
+		statuses = append(statuses, res.status)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[2] != http.StatusTooManyRequests {
+		t.Fatalf("three sign-ins with a burst of 2: %v", statuses)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
@@ -57,18 +60,33 @@ func viewport(t *testing.T, page *browsertest.Page, width int) {
 // signIn fills the console's sign-in form; register creates the account.
 func signIn(t *testing.T, page *browsertest.Page, base, email string, register bool) {
 	t.Helper()
-	button := "signin"
-	if register {
-		button = "register"
+	submit := chromedp.Click(chromedp.ID("register"))
+	if !register {
+		// With the keyboard only: Enter in the password field signs in.
+		submit = chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "\r")
 	}
 	page.Do(t, "sign in as "+email,
 		chromedp.Navigate(base+"/console"),
 		chromedp.WaitVisible(chromedp.ID("signin")),
 		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "correct horse"),
-		chromedp.Click(chromedp.ID(button)),
+		submit,
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state=live]`)),
 	)
+}
+
+// requireLabelled fails the test when a control on the page has no
+// accessible name: a form control without a label, a button or link
+// without text.
+func requireLabelled(t *testing.T, page *browsertest.Page) {
+	t.Helper()
+	unnamed := browsertest.Eval[[]string](t, page, `[...document.querySelectorAll('input, select, textarea, button, a')]
+		.filter((e) => e.offsetParent !== null)
+		.filter((e) => (e.matches('input, select, textarea') ? !(e.labels && e.labels.length) : !e.textContent.trim()) && !e.getAttribute('aria-label'))
+		.map((e) => e.outerHTML.slice(0, 120))`)
+	if len(unnamed) > 0 {
+		t.Errorf("controls without an accessible name: %v", unnamed)
+	}
 }
 
 // setValue sets a form control's value as typing would.
@@ -111,6 +129,7 @@ func TestConsoleUser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`form.form .error`)),
 	)
+	requireLabelled(t, page)
 	if got := text(t, page, `form.form .error`); !strings.Contains(got, `schedule "every tuesday" is not valid`) {
 		t.Fatalf("the error shown for a bad cron string: %q", got)
 	}
@@ -194,6 +213,7 @@ func TestConsoleUser(t *testing.T) {
 		}
 	})
 
+	requireLabelled(t, page)
 	screenshot(t, page, "console-runs")
 	viewport(t, page, mobileWidth)
 	screenshot(t, page, "console-runs-375")
@@ -234,6 +254,7 @@ func TestConsoleAdminCluster(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`[data-drained=%q] .acked`, ids[1]))),
 		row(ids[1], `[data-draining=true]`),
 	)
+	requireLabelled(t, page)
 	screenshot(t, page, "console-cluster")
 
 	t.Log("kill -9 the third: the page shows it unreachable")
@@ -270,5 +291,25 @@ func TestConsoleAdminCluster(t *testing.T) {
 	screenshot(t, page, "console-cluster-375")
 	if w := browsertest.Eval[int](t, page, `document.documentElement.scrollWidth`); w > mobileWidth {
 		t.Errorf("at %d px the page is %d px wide: it scrolls sideways", mobileWidth, w)
+	}
+}
+
+func TestBannerNamesTheConsole(t *testing.T) {
+	t.Parallel()
+	var logs replica.SyncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := newApp(context.Background(), testConfig(t, dbtest.NewDatabaseURL(t)), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		a.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	a.logBanner()
+	port := a.listener.Addr().(*net.TCPAddr).Port
+	if want := fmt.Sprintf("console=http://localhost:%d/console", port); !strings.Contains(logs.String(), want) {
+		t.Fatalf("the banner does not name the console (%s):\n%s", want, logs.String())
 	}
 }
