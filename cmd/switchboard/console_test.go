@@ -248,6 +248,10 @@ func TestConsoleAdminCluster(t *testing.T) {
 		t.Fatalf("%d nodes shown, want 3", n)
 	}
 
+	if status := browsertest.Eval[int](t, page, `fetch('/riverui/').then((r) => r.status)`); status != http.StatusOK {
+		t.Fatalf("the console's River UI link answers %d: the admin's sign-in set no River UI cookie", status)
+	}
+
 	t.Log("drain shows the node that acked")
 	page.Do(t, "drain the second node",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-node-id=%q] button.drain`, ids[1]))),
