@@ -113,7 +113,16 @@ func TestConsoleUser(t *testing.T) {
 	cfg := testConfig(t, dbtest.NewDatabaseURL(t))
 	cfg.WebhookPrivate = true
 	srv := startServer(t, cfg)
-	page := browsertest.NewPage(t, browsertest.Options{Origin: srv.URL})
+	// The first list of a task's runs comes late, after the run's live
+	// events: the page must not let the older answer undo them.
+	var held atomic.Bool
+	release := make(chan struct{})
+	page := browsertest.NewPage(t, browsertest.Options{Origin: srv.URL, Hold: func(method, url string) <-chan struct{} {
+		if method == http.MethodGet && strings.Contains(url, "/runs?limit=50") && held.CompareAndSwap(false, true) {
+			return release
+		}
+		return nil
+	}})
 
 	signIn(t, page, srv.URL, "newcomer@example.com", true)
 	page.Do(t, "see the empty state", chromedp.WaitVisible(chromedp.ID("create-first")))
@@ -156,6 +165,11 @@ func TestConsoleUser(t *testing.T) {
 	)
 	if !browsertest.Eval[bool](t, page, `window.notReloaded === true`) {
 		t.Fatal("the page reloaded")
+	}
+	close(release) // the list of runs, answered before the run, arrives now
+	page.Do(t, "the late list of runs is in", chromedp.WaitVisible(chromedp.CSS(`table.runs[aria-busy=false]`)))
+	if !browsertest.Eval[bool](t, page, `document.querySelector('tr[data-status=succeeded]') !== null`) {
+		t.Fatal("the list of runs answered before the run undid its live events: the run is gone from the page")
 	}
 	if code := text(t, page, `tr[data-status=succeeded] td[data-label=HTTP]`); code != "200" {
 		t.Fatalf("HTTP status shown: %q", code)
@@ -213,6 +227,20 @@ func TestConsoleUser(t *testing.T) {
 		}
 	})
 
+	t.Log("pause, resume and edit it")
+	page.Do(t, "pause and resume",
+		chromedp.Click(chromedp.Search(`//button[text()="Pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.head .s-paused`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.head .s-active`)),
+	)
+	page.Do(t, "rename it", chromedp.Click(chromedp.ID("edit-task")), chromedp.WaitVisible(chromedp.CSS(`form.form input[name=name]`)))
+	setValue(t, page, `form.form input[name=name]`, "weekly report")
+	page.Do(t, "save", chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)), chromedp.WaitNotPresent(chromedp.CSS(`form.form`)))
+	if got := text(t, page, `.head h1`); got != "weekly report" {
+		t.Fatalf("heading after the rename: %q", got)
+	}
+
 	requireLabelled(t, page)
 	screenshot(t, page, "console-runs")
 	viewport(t, page, mobileWidth)
@@ -220,6 +248,14 @@ func TestConsoleUser(t *testing.T) {
 	if w := browsertest.Eval[int](t, page, `document.documentElement.scrollWidth`); w > mobileWidth {
 		t.Errorf("at %d px the page is %d px wide: it scrolls sideways", mobileWidth, w)
 	}
+	viewport(t, page, 1280)
+
+	t.Log("delete it (two steps): back to the empty state")
+	page.Do(t, "delete the task",
+		chromedp.Click(chromedp.Search(`//button[text()="Delete"]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Confirm delete"]`)),
+		chromedp.WaitVisible(chromedp.ID("create-first")),
+	)
 }
 
 func TestConsoleAdminCluster(t *testing.T) {

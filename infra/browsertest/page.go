@@ -23,6 +23,10 @@ type Options struct {
 	Origin string
 	// Width and Height of the viewport; default 1280×800.
 	Width, Height int
+	// Hold, when set, holds back each response it answers a channel for
+	// until that channel closes: the server has answered, the page sees
+	// the answer late (to test races between an answer and live events).
+	Hold func(method, url string) <-chan struct{}
 	// Timeout of everything the page does; default 2 min.
 	Timeout time.Duration
 }
@@ -32,6 +36,7 @@ type Page struct {
 	// Ctx runs chromedp actions in this tab.
 	Ctx    context.Context
 	origin string
+	hold   func(method, url string) <-chan struct{}
 
 	mu       sync.Mutex
 	requests []string
@@ -45,7 +50,7 @@ type Page struct {
 func NewPage(t *testing.T, opts Options) *Page {
 	t.Helper()
 	bctx := browser(t)
-	p := &Page{origin: mustOrigin(t, opts.Origin)}
+	p := &Page{origin: mustOrigin(t, opts.Origin), hold: opts.Hold}
 	if opts.Width == 0 {
 		opts.Width, opts.Height = 1280, 800
 	}
@@ -84,7 +89,11 @@ func NewPage(t *testing.T, opts Options) *Page {
 			if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
 				return err
 			}
-			_, err := cdp.Call(ctx, tg, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*"}}})
+			patterns := []*fetch.RequestPattern{{URLPattern: "*"}}
+			if p.hold != nil {
+				patterns = append(patterns, &fetch.RequestPattern{URLPattern: "*", RequestStage: fetch.RequestStageResponse})
+			}
+			_, err := cdp.Call(ctx, tg, fetch.Enable, fetch.EnableParams{Patterns: patterns})
 			return err
 		}),
 		chromedp.EmulateViewport(int64(opts.Width), int64(opts.Height)),
@@ -103,11 +112,32 @@ func (p *Page) gate(ctx context.Context, paused iter.Seq2[fetch.EventRequestPaus
 			return
 		}
 		if p.allowed(ev.Request.URL) {
-			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			resume := func() {
+				_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			}
+			atResponse := ev.ResponseStatusCode != 0 || ev.ResponseErrorReason != ""
+			if release := p.holdFor(atResponse, ev.Request.Method, ev.Request.URL); release != nil {
+				go func() {
+					select {
+					case <-release:
+						resume()
+					case <-ctx.Done():
+					}
+				}()
+				continue
+			}
+			resume()
 			continue
 		}
 		_, _ = chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
 	}
+}
+
+func (p *Page) holdFor(atResponse bool, method, url string) <-chan struct{} {
+	if p.hold == nil || !atResponse {
+		return nil
+	}
+	return p.hold(method, url)
 }
 
 func (p *Page) collectConsole(msgs iter.Seq2[chromedp.ConsoleMessage, error]) {

@@ -171,6 +171,12 @@ export function tasksView({ main }) {
   };
 }
 
+// progress orders the states one run goes through: a later attempt, then
+// queued, running, finished.
+function progress(run) {
+  return (run.attempt || 0) * 3 + ({ queued: 0, running: 1 }[run.status] ?? 2);
+}
+
 function duration(ms) { return ms === null || ms === undefined ? '—' : `${ms} ms`; }
 
 // taskView is one task: its settings, run it, and its runs, live.
@@ -288,7 +294,7 @@ export function taskView({ main, caps }, id) {
     const result = run.error
       ? h('span', { class: 'err' }, run.error)
       : run.response_excerpt ? h('pre', { class: 'excerpt' }, run.response_excerpt) : '—';
-    return h('tr', { 'data-run-id': run.id, 'data-status': run.status },
+    const tr = h('tr', { 'data-run-id': run.id, 'data-status': run.status },
       h('td', { 'data-label': 'Status' }, badge(run.status)),
       h('td', { 'data-label': 'Trigger' }, run.trigger),
       h('td', { 'data-label': 'Scheduled for' }, when(run.scheduled_for)),
@@ -298,6 +304,25 @@ export function taskView({ main, caps }, id) {
       h('td', { 'data-label': 'Attempt' }, run.attempt || '—'),
       h('td', { 'data-label': 'Result', class: 'res' }, result),
       h('td', { 'data-label': 'Actions', class: 'acts' }, runActions(run)));
+    tr.run = run;
+    return tr;
+  }
+
+  // merge shows a fetched page of runs without undoing what arrived live
+  // while it was on its way: a row further along than the fetched run
+  // stays, and runs newer than the page stay on top.
+  function merge(items) {
+    const rows = [...runsBody.querySelectorAll('tr[data-run-id]')];
+    const byID = new Map(rows.map((tr) => [tr.dataset.runId, tr]));
+    const newest = items.length ? items[0].created_at : '';
+    const fetched = new Set(items.map((r) => r.id));
+    const fresh = rows.filter((tr) => !fetched.has(tr.dataset.runId) && tr.run.created_at > newest);
+    const listed = items.map((r) => {
+      const old = byID.get(r.id);
+      return old && progress(old.run) > progress(r) ? old : runRow(r);
+    });
+    runsBody.replaceChildren(...fresh, ...listed);
+    runsArea.querySelector('.empty-runs').hidden = runsBody.childElementCount > 0;
   }
 
   function upsert(run, { ifAbsent = false } = {}) {
@@ -312,16 +337,18 @@ export function taskView({ main, caps }, id) {
     runsArea.querySelector('.empty-runs').hidden = true;
   }
 
+  const table = runsArea.querySelector('table');
   async function load() {
+    table.setAttribute('aria-busy', 'true');
     try {
       task = await api('GET', `/v1/tasks/${id}`);
       renderTask();
       const res = await api('GET', `/v1/tasks/${id}/runs?limit=50`);
-      runsBody.replaceChildren(...(res.items || []).map(runRow));
-      runsArea.querySelector('.empty-runs').hidden = (res.items || []).length > 0;
+      merge(res.items || []);
     } catch (err) {
       msg.replaceChildren(problem(err));
     }
+    table.setAttribute('aria-busy', 'false');
   }
 
   load();
