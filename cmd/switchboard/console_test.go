@@ -89,6 +89,17 @@ func requireLabelled(t *testing.T, page *browsertest.Page) {
 	}
 }
 
+// pressButton activates the button with that text, as Enter on it would
+// (a mouse click lands wherever the button is when it arrives; live rows
+// can move the page under it).
+func pressButton(t *testing.T, page *browsertest.Page, label string) {
+	t.Helper()
+	found := browsertest.Eval[bool](t, page, fmt.Sprintf(`(() => { const b = [...document.querySelectorAll('button')].find((b) => b.textContent === %q && b.offsetParent !== null); if (b) { b.focus(); b.click(); } return !!b })()`, label))
+	if !found {
+		t.Fatalf("no button %q on the page", label)
+	}
+}
+
 // setValue sets a form control's value as typing would.
 func setValue(t *testing.T, page *browsertest.Page, css, value string) {
 	t.Helper()
@@ -228,12 +239,10 @@ func TestConsoleUser(t *testing.T) {
 	})
 
 	t.Log("pause, resume and edit it")
-	page.Do(t, "pause and resume",
-		chromedp.Click(chromedp.Search(`//button[text()="Pause"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`.head .s-paused`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Resume"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`.head .s-active`)),
-	)
+	pressButton(t, page, "Pause")
+	page.Do(t, "see it paused", chromedp.WaitVisible(chromedp.CSS(`.head .s-paused`)))
+	pressButton(t, page, "Resume")
+	page.Do(t, "see it active", chromedp.WaitVisible(chromedp.CSS(`.head .s-active`)))
 	page.Do(t, "rename it", chromedp.Click(chromedp.ID("edit-task")), chromedp.WaitVisible(chromedp.CSS(`form.form input[name=name]`)))
 	setValue(t, page, `form.form input[name=name]`, "weekly report")
 	page.Do(t, "save", chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)), chromedp.WaitNotPresent(chromedp.CSS(`form.form`)))
@@ -251,11 +260,9 @@ func TestConsoleUser(t *testing.T) {
 	viewport(t, page, 1280)
 
 	t.Log("delete it (two steps): back to the empty state")
-	page.Do(t, "delete the task",
-		chromedp.Click(chromedp.Search(`//button[text()="Delete"]`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Confirm delete"]`)),
-		chromedp.WaitVisible(chromedp.ID("create-first")),
-	)
+	pressButton(t, page, "Delete")
+	pressButton(t, page, "Confirm delete")
+	page.Do(t, "see the empty state again", chromedp.WaitVisible(chromedp.ID("create-first")))
 }
 
 func TestConsoleAdminCluster(t *testing.T) {
