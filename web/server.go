@@ -108,6 +108,9 @@ func New(opts Options) *Server {
 	r.Use(bodyDeadline(bodyTimeout), requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
 		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger),
 		corsHandler(opts.AllowedOrigins))
+	if opts.PublicAPI {
+		r.Use(s.consoleBridge)
+	}
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
@@ -115,6 +118,7 @@ func New(opts Options) *Server {
 	cfg := huma.DefaultConfig("Switchboard", cmp.Or(opts.Version, "dev"))
 	cfg.Info.Description = "Scheduled and on-demand jobs, realtime messages over WebSockets, one system from any node."
 	cfg.CreateHooks = nil // no $schema links in bodies: the contract is docs/api.md
+	cfg.DocsPath = ""     // Huma's page loads its UI from a CDN: mountDocs serves one offline
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT or sbk_ API key",
 			Description: "A user token from /v1/auth/login or /v1/auth/register (JWT, 24 h), or an API key (sbk_…) from POST /v1/api-keys."},
@@ -125,6 +129,7 @@ func New(opts Options) *Server {
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
 	s.router, s.api = r, api
 
+	s.mountDocs()
 	s.AddReadyCheck("postgres", s.pingPostgres)
 	registerHealth(api, s)
 	if opts.PublicAPI {
@@ -147,6 +152,9 @@ func New(opts Options) *Server {
 	}
 	if opts.RiverUI != nil {
 		s.mountRiverUI(opts.RiverUI)
+	}
+	if opts.PublicAPI {
+		s.mountConsole()
 	}
 	return s
 }

@@ -12,12 +12,15 @@ import (
 	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
+func TestMain(m *testing.M) {
+	dbtest.Main(m, migrations.Hash(), migrations.Migrate, browsertest.Close)
+}
 
 var testSecret = []byte("test-secret-test-secret-test-secret")
 

@@ -195,3 +195,14 @@ func bearerToken(header string) (string, bool) {
 	token = strings.TrimSpace(token)
 	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
+
+// expiry is when a valid token expires.
+func (t tokens) expiry(raw string) (time.Time, error) {
+	var c claims
+	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(tokenIssuer), jwt.WithExpirationRequired())
+	if err != nil || c.ExpiresAt == nil {
+		return time.Time{}, errors.New("the access token is invalid")
+	}
+	return c.ExpiresAt.Time, nil
+}

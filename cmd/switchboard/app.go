@@ -277,6 +277,9 @@ func (a *app) logBanner() {
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	base := "http://localhost:" + strconv.Itoa(port)
 	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ",")}
+	if a.cfg.HasRole(config.RoleWeb) {
+		attrs = append([]any{"console", base + "/console"}, attrs...)
+	}
 	if a.embedded != nil {
 		dir, _ := filepath.Abs(a.cfg.DataDir)
 		// The password stays in the data directory, out of the logs.

@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/migrations"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
+func TestMain(m *testing.M) {
+	dbtest.Main(m, migrations.Hash(), migrations.Migrate, browsertest.Close)
+}
 
 // testConfig is a valid configuration for a replica on dbURL listening on a
 // free loopback port. Replicas built from it share their secrets.

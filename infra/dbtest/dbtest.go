@@ -53,12 +53,16 @@ type MigrateFunc func(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logg
 
 // Main runs a package's tests against templates built by migrate (hash
 // names the schema: migrations.Hash()) and then releases the shared
-// server. Call it from TestMain:
+// server; atExit runs after the tests (a shared browser stops there).
+// Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
-func Main(m *testing.M, hash string, migrate MigrateFunc) {
+func Main(m *testing.M, hash string, migrate MigrateFunc, atExit ...func()) {
 	schemaHash, schemaMigrate = hash, migrate
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	if txPool != nil {
 		txPool.Close()
 		dropDatabase(txDB)

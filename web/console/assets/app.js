@@ -1,0 +1,106 @@
+import { session, capabilities } from './api.js';
+import { connectLive } from './live.js';
+import { h, field, problem, announce } from './dom.js';
+import { tasksView, taskView, onRunEvent } from './tasks.js';
+import { clusterView } from './admin.js';
+
+const main = document.getElementById('main');
+const state = { user: null, caps: {}, live: null, view: null };
+
+function setLive(s) {
+  const el = document.getElementById('live');
+  el.dataset.state = s;
+  el.textContent = { live: 'live', offline: 'reconnecting…', 'signed-out': 'signed out' }[s] || s;
+  if (s === 'signed-out') signedOut();
+  if (s === 'live' && state.view?.refresh) state.view.refresh();
+}
+
+function onFrame(f) {
+  if (f.event && f.event.startsWith('task.run.') && f.payload) {
+    onRunEvent(f.event, f.payload, state.view);
+  }
+}
+
+async function start() {
+  try {
+    const s = await session.current();
+    await signedIn(s.user);
+  } catch {
+    signInView();
+  }
+}
+
+async function signedIn(user) {
+  state.user = user;
+  try { state.caps = await capabilities(); } catch { state.caps = {}; }
+  document.getElementById('nav').hidden = false;
+  document.getElementById('who').hidden = false;
+  document.getElementById('email').textContent = user.email;
+  document.querySelector('[data-nav=cluster]').hidden = user.role !== 'admin';
+  state.live?.close();
+  state.live = connectLive({ onFrame, onState: setLive });
+  if (!location.hash || location.hash === '#/signin') location.hash = '#/tasks';
+  route();
+}
+
+function signedOut() {
+  state.live?.close();
+  state.live = null;
+  state.user = null;
+  document.getElementById('nav').hidden = true;
+  document.getElementById('who').hidden = true;
+  signInView();
+}
+
+function route() {
+  if (!state.user) return;
+  state.view?.stop?.();
+  const hash = location.hash || '#/tasks';
+  const ctx = { main, caps: state.caps, user: state.user };
+  let m;
+  if ((m = hash.match(/^#\/tasks\/([0-9a-f-]+)$/))) state.view = taskView(ctx, m[1]);
+  else if (hash === '#/cluster' && state.user.role === 'admin') state.view = clusterView(ctx);
+  else state.view = tasksView(ctx);
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === state.view.nav) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  main.focus({ preventScroll: true });
+}
+
+function signInView() {
+  const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true });
+  const password = h('input', { type: 'password', name: 'password', autocomplete: 'current-password', required: true, minlength: 8 });
+  const out = h('div', { class: 'result' });
+  const submit = async (mode) => {
+    out.replaceChildren();
+    try {
+      const s = mode === 'register'
+        ? await session.register(email.value, password.value)
+        : await session.signIn(email.value, password.value);
+      announce(`Signed in as ${s.user.email}`);
+      await signedIn(s.user);
+    } catch (err) {
+      out.replaceChildren(problem(err));
+    }
+  };
+  const form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title', onsubmit: (e) => { e.preventDefault(); submit('signin'); } },
+    h('h1', { id: 'signin-title' }, 'Sign in to Switchboard'),
+    h('p', { class: 'muted' }, 'Use your Switchboard account, or create one: new accounts are users; an operator grants admin.'),
+    field('Email', email),
+    field('Password', password, 'At least 8 characters.'),
+    h('div', { class: 'actions' },
+      h('button', { type: 'submit', class: 'primary', id: 'signin' }, 'Sign in'),
+      h('button', { type: 'button', id: 'register', onclick: () => { if (form.reportValidity()) submit('register'); } }, 'Create account')),
+    out);
+  main.replaceChildren(form);
+  email.focus();
+}
+
+document.getElementById('signout').addEventListener('click', async () => {
+  try { await session.signOut(); } catch { /* the cookie may be gone already */ }
+  location.hash = '#/signin';
+  signedOut();
+});
+window.addEventListener('hashchange', route);
+start();
