@@ -21,6 +21,9 @@ type NodeJobs struct {
 	// NodeID is this node, named in the rescued jobs' errors.
 	NodeID string
 	Logger *slog.Logger
+	// Publisher announces the rescued runs' new status (task.run.queued or
+	// task.run.failed) to their owners; nil announces nothing.
+	Publisher Publisher
 }
 
 // RescuedJob is a River job that was running on a node that stopped
@@ -47,7 +50,8 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 	if err != nil || len(rescued) == 0 {
 		return 0, err
 	}
-	if _, err := RunsRescued(ctx, tx, rescuedRuns(rescued)); err != nil {
+	runs, err := RunsRescued(ctx, tx, rescuedRuns(rescued))
+	if err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -57,7 +61,21 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 	for _, j := range rescued {
 		logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
 	}
+	n.announce(ctx, runs, logger)
 	return len(rescued), nil
+}
+
+// announce publishes each rescued run's new status to its owner, after the
+// commit (a rolled-back rescue announced nothing).
+func (n NodeJobs) announce(ctx context.Context, runs []ReconciledRun, logger *slog.Logger) {
+	if n.Publisher == nil {
+		return
+	}
+	for _, r := range runs {
+		if err := n.Publisher.PublishUser(context.WithoutCancel(ctx), r.OwnerID, EventName(r.Run.Status), r.Run); err != nil {
+			logger.Warn("publish rescued run event", "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
+		}
+	}
 }
 
 // rescuedRuns are the task runs of the rescued task-run jobs.

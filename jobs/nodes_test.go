@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/switchboard/switchboard/infra/db"
@@ -50,9 +52,14 @@ func TestNodeJobsRescue(t *testing.T) {
 		liveJob := insertRunningJob(t, b.pool, `{"run_id":"`+retried.ID+`"}`, "live", 1, 3)
 		retry := insertRunningJob(t, b.pool, `{"run_id":"`+retried.ID+`"}`, "dead", 1, 3)
 		discard := insertRunningJob(t, b.pool, `{"run_id":"`+spent.ID+`"}`, "dead", 3, 3)
-		n, err := NodeJobs{DB: b.pool, NodeID: "rescuer"}.Rescue(ctx, []string{"dead"})
+		events := &recordedEvents{}
+		n, err := NodeJobs{DB: b.pool, NodeID: "rescuer", Publisher: events}.Rescue(ctx, []string{"dead"})
 		if err != nil || n != 2 {
 			t.Fatalf("rescued %d: %v", n, err)
+		}
+		// Each rescued run tells its owner its new status.
+		if got := events.list(); len(got) != 2 || !slices.Contains(got, b.owner+" task.run.queued "+retried.ID) || !slices.Contains(got, b.owner+" task.run.failed "+spent.ID) {
+			t.Fatalf("events of the rescued runs: %v", got)
 		}
 		if s, errs, fin := jobState(t, b.pool, retry); s != "available" || errs != 1 || fin {
 			t.Fatalf("job with attempts left: %s, %d errors, finalized %v", s, errs, fin)
@@ -113,4 +120,27 @@ func TestNodeJobsWork(t *testing.T) {
 	if s := w.Scheduler; s.DueTasks != 2 || s.OldestDueAgeMS < 5000 || s.OldestDueAgeMS > 60000 {
 		t.Fatalf("backlog: %+v", s)
 	}
+}
+
+// recordedEvents is a Publisher that remembers "user event run-id".
+type recordedEvents struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (e *recordedEvents) PublishUser(_ context.Context, userID, event string, payload any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := ""
+	if r, ok := payload.(Run); ok {
+		id = r.ID
+	}
+	e.events = append(e.events, userID+" "+event+" "+id)
+	return nil
+}
+
+func (e *recordedEvents) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
 }

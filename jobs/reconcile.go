@@ -10,7 +10,9 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// ReconciledRun is an orphaned run given its final status.
+// ReconciledRun is a run whose status maintenance changed (an orphan given
+// its final status, a dead node's run rescued), with its owner: the user
+// its task.run.* event goes to.
 type ReconciledRun struct {
 	Run     Run
 	OwnerID string

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard/switchboard/infra/db"
 )
 
@@ -17,16 +19,17 @@ type RescuedRun struct {
 
 // RunsRescued records on the runs what happened to their jobs: back to
 // queued (a live node retries it) or failed (no attempts left), with the
-// reason in error. Runs already finished are left alone.
-func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) (int64, error) {
+// reason in error, and returns them as changed. Runs already finished are
+// left alone.
+func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]ReconciledRun, error) {
 	if len(runs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	ids, nodes, discarded := make([]string, len(runs)), make([]string, len(runs)), make([]bool, len(runs))
 	for i, r := range runs {
 		ids[i], nodes[i], discarded[i] = r.RunID, r.DeadNode, r.Discarded
 	}
-	tag, err := q.Exec(ctx, `
+	rows, err := q.Query(ctx, `
 		WITH closed AS (
 			UPDATE task_run_attempts a SET status = 'interrupted', finished_at = now(),
 				error = format('node %s stopped while running this attempt', x.node)
@@ -38,10 +41,18 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) (int64, error)
 			finished_at = CASE WHEN x.discarded THEN now() END,
 			error = format('node %s stopped while running attempt %s; %s', x.node, r.attempt,
 				CASE WHEN x.discarded THEN 'no attempts left' ELSE 'retrying on a live node' END)
-		FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(run_id, node, discarded)
-		WHERE r.id = x.run_id AND r.status IN ('queued', 'running')`, ids, nodes, discarded)
+		FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(run_id, node, discarded), tasks t
+		WHERE r.id = x.run_id AND r.status IN ('queued', 'running') AND t.id = r.task_id
+		RETURNING `+runColumns+`, t.owner_id::text`, ids, nodes, discarded)
 	if err != nil {
-		return 0, fmt.Errorf("record rescued runs: %w", err)
+		return nil, fmt.Errorf("record rescued runs: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	changed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconciledRun, error) {
+		var rr ReconciledRun
+		return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record rescued runs: %w", err)
+	}
+	return changed, nil
 }

@@ -21,11 +21,16 @@ func TestRunsRescued(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `UPDATE task_runs SET status = 'succeeded' WHERE id = $1`, done.ID); err != nil {
 		t.Fatal(err)
 	}
-	n, err := RunsRescued(ctx, b.pool, []RescuedRun{
+	changed, err := RunsRescued(ctx, b.pool, []RescuedRun{
 		{RunID: retried.ID, DeadNode: "node-a"}, {RunID: spent.ID, DeadNode: "node-a", Discarded: true}, {RunID: done.ID, DeadNode: "node-a"},
 	})
-	if err != nil || n != 2 {
-		t.Fatalf("rescued %d: %v", n, err)
+	if err != nil || len(changed) != 2 {
+		t.Fatalf("rescued %d: %v", len(changed), err)
+	}
+	for _, c := range changed {
+		if c.OwnerID != b.owner || (c.Run.ID == retried.ID) != (c.Run.Status == StatusQueued) {
+			t.Fatalf("changed run %+v of owner %s", c.Run, c.OwnerID)
+		}
 	}
 	for _, tc := range []struct {
 		id, status, errText string

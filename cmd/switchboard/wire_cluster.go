@@ -20,7 +20,7 @@ func (a *app) newCluster() *cluster.Cluster {
 		sockets = a.hub
 		disconnect = func(_ context.Context, userID string) int { return a.hub.DisconnectUserLocal(userID) }
 	}
-	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger}
+	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Publisher: a.bus}
 	return cluster.New(cluster.Options{
 		DB: a.pool, Logger: a.logger, Registry: a.registry,
 		NodeID: a.nodeID, Name: config.Hostname(), Roles: a.cfg.Roles, Version: version,
