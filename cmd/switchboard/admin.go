@@ -7,9 +7,10 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/migrations"
 	"github.com/switchboard/switchboard/web"
 )
 
@@ -64,27 +65,20 @@ func adminCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 	if err != nil {
 		return err
 	}
-	pool, embedded, err := openDatabase(ctx, &cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer stopEmbedded(embedded)
-	defer pool.Close()
-	if err := migrations.Migrate(ctx, pool, logger); err != nil {
-		return err
-	}
-	if a.verb == "list" {
-		return listAdmins(ctx, pool, out)
-	}
-	u, err := web.UpdateUserByEmail(ctx, pool, a.email, a.change())
-	if errors.Is(err, db.ErrNotFound) {
-		return fmt.Errorf("no account has the email %q: register it first (POST /v1/auth/register), then run this again", a.email)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%s %s: role %s, disabled %t\n", u.Email, u.ID, u.Role, u.Disabled)
-	return nil
+	return withDatabase(ctx, cfg, logger, func(pool *pgxpool.Pool) error {
+		if a.verb == "list" {
+			return listAdmins(ctx, pool, out)
+		}
+		u, err := web.UpdateUserByEmail(ctx, pool, a.email, a.change())
+		if errors.Is(err, db.ErrNotFound) {
+			return fmt.Errorf("no account has the email %q: register it first (POST /v1/auth/register), then run this again", a.email)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s %s: role %s, disabled %t\n", u.Email, u.ID, u.Role, u.Disabled)
+		return nil
+	})
 }
 
 func listAdmins(ctx context.Context, q db.DB, out io.Writer) error {

@@ -71,6 +71,15 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 }
 
 func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	return withDatabase(ctx, cfg, logger, func(*pgxpool.Pool) error {
+		logger.Info("migrations applied")
+		return nil
+	})
+}
+
+// withDatabase opens (or starts, or attaches to) the database, migrates it
+// and runs fn on it: the commands that need only the database.
+func withDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, fn func(*pgxpool.Pool) error) error {
 	pool, embedded, err := openDatabase(ctx, &cfg, logger)
 	if err != nil {
 		return err
@@ -80,8 +89,7 @@ func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	if err := migrations.Migrate(ctx, pool, logger); err != nil {
 		return err
 	}
-	logger.Info("migrations applied")
-	return nil
+	return fn(pool)
 }
 
 // newApp connects to (or starts) the database, migrates, and builds every
