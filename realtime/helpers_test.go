@@ -42,8 +42,9 @@ func startNode(t testing.TB, dbURL string, hopts HubOptions) *node {
 	}
 	n := &node{pool: pool, reg: prometheus.NewRegistry()}
 	hopts.Registry = n.reg
+	hopts.Store = Streams{DB: pool}
 	n.hub = NewHub(hopts)
-	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond})
+	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Store: Streams{DB: pool}, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond})
 	n.hub.PublishThrough(n.bus)
 	if err := n.bus.Start(ctx); err != nil {
 		t.Fatal(err)
