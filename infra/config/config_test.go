@@ -48,6 +48,8 @@ func TestValidate(t *testing.T) {
 		{"origin with a path", func(c *Config) { c.AllowedOrigins = []string{"https://app.example.com/ws"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 		{"negative ws rate", func(c *Config) { c.ConnFrameRate = -1 }, "SWITCHBOARD_WS_CONN_RATE"},
 		{"negative ws conns", func(c *Config) { c.MaxConnsPerUser = -1 }, "SWITCHBOARD_WS_MAX_CONNS_PER_USER"},
+		{"negative send queue", func(c *Config) { c.SendQueueBytes = -1 }, "SWITCHBOARD_WS_SEND_QUEUE_BYTES"},
+		{"negative stream retention", func(c *Config) { c.StreamMaxAge = -time.Hour }, "SWITCHBOARD_STREAM_MAX_AGE"},
 		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
