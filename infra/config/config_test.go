@@ -132,7 +132,10 @@ func TestLoadDefaults(t *testing.T) {
 	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20}) {
+	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
+		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)
+	}
+	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20}) {
 		t.Fatalf("websocket limits: %+v", c.WSLimits)
 	}
 }
