@@ -28,10 +28,16 @@ type follow struct {
 	// read from there follows at once: everything appended after the
 	// socket opened (or joined) reaches it.
 	last int64
+	// start is where this socket's own deliveries began: offsets in
+	// start+1..last were written to it.
+	start int64
 	// after: only reads taken after this one (reads.seq) may answer the
 	// resume.
 	after  uint64
 	resume *resumeReq // a resume waiting for this stream's catch-up
+	// paused: a read stopped at a full send queue; it goes on once the
+	// queue has drained (onSent).
+	paused bool
 	// checked: the resume's position was compared with the store.
 	checked, recovered bool
 }
@@ -87,7 +93,7 @@ func (h *Hub) followUser(c *client, head *position) {
 // startFollowLocked follows name from head and reads what was appended
 // between the head's read and now; the caller holds c.mu.
 func (h *Hub) startFollowLocked(c *client, name string, head position) {
-	c.follows[name] = &follow{epoch: head.Epoch, last: head.Offset}
+	c.follows[name] = &follow{epoch: head.Epoch, last: head.Offset, start: head.Offset}
 	h.requestRead(name, head.Offset)
 }
 
@@ -112,11 +118,11 @@ func (h *Hub) followLocked(c *client, name string, pos, head *position, req *res
 		c.follows[name] = f
 	}
 	h.finishResume(c, name, f) // a resume still waiting for this stream is superseded
-	// On this socket, what was written arrives in order: a position behind
-	// the delivered one (frames in flight when the client sent it) would
-	// only repeat them.
-	if f.last < 0 || f.epoch != pos.Epoch || pos.Offset > f.last {
-		f.epoch, f.last = pos.Epoch, pos.Offset
+	// On this socket, what was written arrives in order: a position among
+	// the offsets written to it (frames in flight when the client sent it)
+	// would only repeat them.
+	if f.last < 0 || f.epoch != pos.Epoch || pos.Offset > f.last || pos.Offset < f.start {
+		f.epoch, f.last, f.start = pos.Epoch, pos.Offset, pos.Offset
 	}
 	f.resume, f.checked, f.recovered = req, false, false
 	req.pending++
@@ -274,6 +280,12 @@ func (h *Hub) applyReadTo(c *client, hist stream.History, seq uint64, frames [][
 		// retained; otherwise only the next offset is written.
 		if ev.Offset <= f.last || (ev.Offset != f.last+1 && f.last >= hist.Oldest-1) {
 			continue
+		}
+		if c.queued > 0 && c.queued+len(frames[i]) > h.opts.SendQueueBytes {
+			// Catching up never makes a slow consumer: the rest waits
+			// until the socket has taken what is queued.
+			f.paused, c.paused = true, true
+			return
 		}
 		f.last = ev.Offset
 		h.writeLocked(c, frames[i])

@@ -103,6 +103,7 @@ type client struct {
 	overflow bool     // the queue overflowed before the session existed
 	closeReq *closeCode
 	follows  map[string]*follow // streams this socket follows (follow.go)
+	paused   bool               // a follow's catch-up waits for the queue to drain
 }
 
 type closeCode struct {

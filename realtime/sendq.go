@@ -65,4 +65,13 @@ func (h *Hub) onSent(s *melody.Session, msg []byte) {
 	c.inflight--
 	c.queued = max(0, c.queued-len(msg))
 	h.pumpLocked(c)
+	if c.paused && c.queued <= h.opts.SendQueueBytes/2 {
+		c.paused = false
+		for name, f := range c.follows {
+			if f.paused {
+				f.paused = false
+				h.requestRead(name, f.last)
+			}
+		}
+	}
 }
