@@ -151,6 +151,8 @@ func TestOffersOutOfOrderAreDeliveredInOrderOnce(t *testing.T) {
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	c := dial(t, n, user)
+	c.send(t, Frame{Event: "resume", Payload: json.RawMessage(`{"streams":{}}`)}) // live from here
+	c.expect(t, EventResumed)
 	evs := make([]stream.Event, 5)
 	for i := range evs {
 		evs[i] = stream.Event{Stream: name, Event: "x", Payload: json.RawMessage(itoa(i + 1))}
