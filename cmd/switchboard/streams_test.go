@@ -95,7 +95,7 @@ func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 		senders[i] = sender{tok, s}
 	}
 	status, task := call(t, http.MethodPost, servers[0].URL+"/v1/tasks", map[string]any{
-		"name": "report", "schedule": "@daily", "action": map[string]any{"type": "publish", "event": "report.ready"},
+		"name": "report", "schedule": "@daily", "overlap": "allow", "action": map[string]any{"type": "publish", "event": "report.ready"},
 	}, readerTok)
 	if status != http.StatusCreated {
 		t.Fatalf("create task: %d %v", status, task)
