@@ -2,8 +2,12 @@
 // pg_notify bus between replicas, tickets, server-to-client RPC and presence.
 //
 // A Hub holds this replica's sockets and indexes them by user and room. A
-// Bus delivers every event to the local Hub at once and, through pg_notify on
-// one channel, to every other replica's Hub. Frames follow docs/api.md "Realtime":
+// Bus appends every stored event to its stream (realtime/stream) before it
+// acknowledges it, delivers it to the local Hub at once and rings every
+// other replica's doorbell through pg_notify on one channel; ephemeral
+// events travel in the notification itself. Each socket delivers each
+// stream's offsets once and in order, reading the store after a gap
+// (follow.go, reads.go); clients resume from their offsets (resume.go). Frames follow docs/api.md "Realtime":
 // {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
 // from and ts.
 package realtime
@@ -36,6 +40,11 @@ type Frame struct {
 	ID      string          `json:"id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	TS      string          `json:"ts,omitempty"`
+	// Stream, Offset and Epoch are set on stored events only: where the
+	// event is in its stream's history (docs/api.md "Resume").
+	Stream string `json:"stream,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Epoch  string `json:"epoch,omitempty"`
 }
 
 // Server-sent event names.
@@ -44,12 +53,16 @@ const (
 	EventDraining   = "server.draining"
 	EventRoomJoined = "room.joined"
 	EventRPCCall    = "rpc.call"
+	// EventResumed ends the catch-up a resume (or a room.join with a
+	// position) asked for: per stream, whether it was complete.
+	EventResumed = "resumed"
 )
 
 // WebSocket close codes this package uses.
 const (
 	// CloseSlowConsumer: the client did not read fast enough and its send
-	// buffer overflowed (as Centrifugo's 3008); reconnect and catch up.
+	// queue (HubOptions.SendQueueBytes) overflowed (as Centrifugo's 3008);
+	// reconnect and resume from the offsets received.
 	CloseSlowConsumer = 3008
 	// CloseDisconnected: an operator disconnected the user.
 	CloseDisconnected = 4001
