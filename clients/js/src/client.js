@@ -72,6 +72,7 @@ export class RealtimeClient extends EventTarget {
       WebSocket: WS,
       url,
       random: options.random ?? Math.random,
+      now: options.now ?? Date.now,
       backoff: { ...DEFAULT_BACKOFF, ...options.backoff },
       rateLimitedBackoff: { ...DEFAULT_RATE_LIMITED_BACKOFF, ...options.rateLimitedBackoff },
     };
@@ -194,7 +195,7 @@ export class RealtimeClient extends EventTarget {
   #onOpen(ws) {
     if (ws !== this.#ws) return;
     clearTimeout(this.#connectTimer);
-    this.#openedAt = Date.now();
+    this.#openedAt = this.#o.now();
     this.#setState('open');
     this.#outbox = this.#outbox.filter((i) => !i.control);
     this.#outbox.unshift(...this.#resumeItems());
@@ -276,7 +277,7 @@ export class RealtimeClient extends EventTarget {
   #onServerError(frame) {
     const p = frame.payload ?? {};
     if (p.code === 'rate_limited' && Number.isFinite(p.retry_after_ms)) {
-      this.#pausedUntil = Date.now() + p.retry_after_ms;
+      this.#pausedUntil = this.#o.now() + p.retry_after_ms;
     }
     if (frame.id && frame.id === this.#resumeId) {
       // This server does not resume: deliver what was held and go on live.
@@ -350,13 +351,13 @@ export class RealtimeClient extends EventTarget {
       }
       this.#tokens -= 1;
       if (item.event === 'room.join') this.#sentJoins.set(item.id, item);
-      if (item.retry) this.#inflight.push({ item, at: Date.now() });
+      if (item.retry) this.#inflight.push({ item, at: this.#o.now() });
     }
-    this.#pruneInflight(Date.now());
+    this.#pruneInflight(this.#o.now());
   }
 
   #waitForToken() {
-    const now = Date.now();
+    const now = this.#o.now();
     if (now < this.#pausedUntil) return this.#pausedUntil - now;
     this.#tokens = Math.min(this.#o.sendBurst, this.#tokens + ((now - this.#tokensAt) / 1000) * this.#o.sendRate);
     this.#tokensAt = now;
@@ -373,7 +374,7 @@ export class RealtimeClient extends EventTarget {
   #onClose(ws, code, reason) {
     if (ws !== this.#ws) return;
     this.#detach();
-    const wasStable = this.#openedAt > 0 && Date.now() - this.#openedAt >= this.#o.stableMs;
+    const wasStable = this.#openedAt > 0 && this.#o.now() - this.#openedAt >= this.#o.stableMs;
     this.#requeueInflight();
     if (this.#state === 'closed') return;
     if (code === CloseCodes.DISCONNECTED_BY_OPERATOR) {
@@ -396,7 +397,7 @@ export class RealtimeClient extends EventTarget {
 
   // Retryable frames written shortly before the drop may not have reached the server: again, in order.
   #requeueInflight() {
-    this.#pruneInflight(Date.now());
+    this.#pruneInflight(this.#o.now());
     this.#outbox.unshift(...this.#inflight.map((f) => f.item));
     this.#inflight = [];
   }
