@@ -60,7 +60,8 @@ test('ticket, connect, rooms and DMs across two replicas', { skip }, async () =>
   assert.equal(aMsgs.filter((m) => m.event === 'room.message').length, 1);
 });
 
-test('the replica shuts down (server.draining, 1001): the client reconnects to the other, rejoins, sends what was queued', { skip }, async () => {
+test('the replica shuts down (server.draining, 1001): the client reconnects to the other, rejoins, sends what was queued', { skip }, async (t) => {
+  t.after(() => cluster.nodes[0].start());
   const [alice, bob] = await Promise.all([cluster.register('alice'), cluster.register('bob')]);
   const pin = { i: 0 };
   const count = { n: 0 };
@@ -88,11 +89,10 @@ test('the replica shuts down (server.draining, 1001): the client reconnects to t
   assert.equal(count.n, 2, 'a fresh ticket for the new socket');
   b.send({ event: 'room.message', room: lobby, payload: { text: 'welcome back' } });
   await until(a, 'message', () => aMsgs.some((m) => m.payload?.text === 'welcome back'));
-
-  await cluster.nodes[0].start();
 });
 
-test('the replica is killed (SIGKILL): the client reconnects to the other one and keeps its rooms', { skip }, async () => {
+test('the replica is killed (SIGKILL): the client reconnects to the other one and keeps its rooms', { skip }, async (t) => {
+  t.after(() => cluster.nodes[0].start());
   const [alice, bob] = await Promise.all([cluster.register('alice'), cluster.register('bob')]);
   const pin = { i: 0 };
   const a = client(alice, pin);
@@ -116,8 +116,6 @@ test('the replica is killed (SIGKILL): the client reconnects to the other one an
   b.send({ event: 'room.message', room: lobby, payload: { text: 'after the kill' } });
   b.send({ event: 'dm', to: alice.id, payload: { text: 'dm after the kill' } });
   await until(a, 'message', () => aMsgs.some((m) => m.payload?.text === 'after the kill') && aMsgs.some((m) => m.payload?.text === 'dm after the kill'));
-
-  await cluster.nodes[0].start();
 });
 
 test('an operator disconnect (4001) ends the client: no reconnect', { skip }, async () => {

@@ -99,7 +99,12 @@ class Replica {
     };
   }
 
+  running() {
+    return this.proc !== null && this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
   async start() {
+    if (this.running()) return;
     const fd = openSync(this.logPath, 'a');
     try {
       this.proc = spawn(this.bin, ['serve'], { env: this.env(), stdio: ['ignore', fd, fd] });
@@ -130,7 +135,7 @@ class Replica {
 
   /** Sends sig and waits for the process to exit. */
   async stop(sig = 'SIGTERM') {
-    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    if (!this.running()) return;
     this.proc.kill(sig);
     await this.exited;
   }
@@ -179,7 +184,8 @@ class Cluster {
   /** Registers a user with a unique email; returns {id, email, token}. */
   async register(prefix = 'user') {
     const email = `${prefix}-${Math.random().toString(36).slice(2, 10)}@example.com`;
-    const r = await this.api(this.nodes[0], 'POST', '/v1/auth/register', { body: { email, password: 'password-123' } });
+    const node = this.nodes.find((n) => n.running()) ?? this.nodes[0];
+    const r = await this.api(node, 'POST', '/v1/auth/register', { body: { email, password: 'password-123' } });
     if (r.status !== 201) throw new Error(`register: ${r.status} ${JSON.stringify(r.body)}`);
     return { id: r.body.user.id, email, token: r.body.token };
   }
