@@ -217,12 +217,16 @@ export class RealtimeClient extends EventTarget {
       clearTimeout(this.#resumeTimer);
       this.#resumeTimer = setTimeout(() => this.#resumeTimedOut(), this.#o.resumeTimeoutMs);
     }
-    for (const room of rooms) items.push(this.#joinItem(room));
+    // The server's resume joins the rooms it names; a plain room.join as well keeps the
+    // membership if it refused the resume, and changes nothing otherwise.
+    for (const room of rooms) items.push(this.#joinItem(room, wanted.includes(`room:${room}`)));
     return items;
   }
 
-  #joinItem(room) {
-    const pos = this.#tracker.get(`room:${room}`);
+  // A room.join, with the room's position unless the resume frame carries it
+  // (a second positioned follow would supersede the resume's).
+  #joinItem(room, resumed = false) {
+    const pos = resumed ? undefined : this.#tracker.get(`room:${room}`);
     const frame = { event: 'room.join', room, id: `join-${++this.#seq}` };
     if (pos) frame.payload = { offset: pos.offset, epoch: pos.epoch };
     return this.#item(frame, { control: true });

@@ -187,7 +187,7 @@ test('resume: positions sent on reconnect, catch-up reordered and deduped, recov
   assert.deepEqual(frames[0].event, 'resume', 'resume is the first frame');
   assert.deepEqual(frames[0].payload, { streams: { [U]: { offset: 3, epoch: 'eu' }, 'room:lobby': { offset: 2, epoch: 'er' } } });
   assert.equal(frames[1].event, 'room.join');
-  assert.deepEqual(frames[1].payload, { offset: 2, epoch: 'er' });
+  assert.equal(frames[1].payload, undefined, 'the resume frame carries the position (and joins); the join has none');
   // Catch-up out of order, with a duplicate of what was delivered and a live event twice.
   for (const o of [3, 5, 4, 6]) c1.send(stored(U, o, 'eu'));
   c1.send(stored('room:lobby', 3, 'er', { event: 'room.message', room: 'lobby' }));
@@ -346,4 +346,14 @@ test('on() returns an unsubscribe; EventTarget listeners get CustomEvents', asyn
   await until(client, 'state', () => client.state === 'open');
   assert.deepEqual(seen, ['connecting']);
   assert.deepEqual(viaTarget, ['connecting', 'open']);
+});
+
+test('joining a room the client has a position in (not in a resume) sends a positioned room.join', async (t) => {
+  const { server, client } = await setup(t, { streams: { 'room:x': { offset: 7, epoch: 'e2' } } });
+  await client.connect();
+  const c0 = await server.connection(0);
+  client.join('x');
+  const j = await c0.frame((f) => f.event === 'room.join');
+  assert.deepEqual(j.payload, { offset: 7, epoch: 'e2' });
+  assert.equal(c0.frames.some((f) => f.event === 'resume'), false, 'a room stream is resumed only when the room is joined');
 });
