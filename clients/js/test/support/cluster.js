@@ -12,7 +12,8 @@ import pg from 'pg';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const jsRoot = path.resolve(here, '../..');
-const repoRoot = path.resolve(jsRoot, '../..');
+// SWITCHBOARD_SOURCE: build the server from another checkout (e.g. a branch's worktree).
+const repoRoot = path.resolve(process.env.SWITCHBOARD_SOURCE ?? path.resolve(jsRoot, '../..'));
 const run = promisify(execFile);
 
 /** Why integration tests cannot run here, or null. */
