@@ -357,3 +357,18 @@ test('joining a room the client has a position in (not in a resume) sends a posi
   assert.deepEqual(j.payload, { offset: 7, epoch: 'e2' });
   assert.equal(c0.frames.some((f) => f.event === 'resume'), false, 'a room stream is resumed only when the room is joined');
 });
+
+test('an error with code rate_limited pauses writing for retry_after_ms', async (t) => {
+  let clock = 5_000_000;
+  const { server, client } = await setup(t, { now: () => clock });
+  await client.connect();
+  const c0 = await server.connection(0);
+  const errored = nextEvent(client, 'message', (m) => m.event === 'error');
+  c0.send({ event: 'error', payload: { message: 'slow down', code: 'rate_limited', retry_after_ms: 30 } });
+  await errored;
+  client.send({ event: 'typing', to: 'u' });
+  assert.equal(client.queued, 1, 'held while paused');
+  clock += 30;
+  await c0.count(1);
+  assert.equal(client.queued, 0);
+});
