@@ -73,16 +73,22 @@ test('the replica shuts down (server.draining, 1001): the client reconnects to t
   await Promise.all([a.connect(), b.connect()]);
   await Promise.all([a.join(lobby), b.join(lobby)]);
 
+  // At the close the client is disconnected: what it sends then waits in the queue and goes
+  // out after the rejoin on the next socket.
+  let atClose;
+  const off = a.on('close', () => {
+    off();
+    a.send({ event: 'room.message', room: lobby, payload: { text: 'queued while away' } });
+    atClose = { state: a.state, queued: a.queued };
+  });
   const closed = nextEvent(a, 'close');
   pin.i = 1;
   await cluster.nodes[0].stop('SIGTERM');
   const c = await closed;
   assert.equal(c.code, CloseCodes.GOING_AWAY);
   assert.equal(c.reconnect, true);
+  assert.deepEqual(atClose, { state: 'reconnecting', queued: 1 });
   assert.ok(aMsgs.some((m) => m.event === 'server.draining'), 'server.draining came before the close');
-  // Disconnected now: this waits in the queue and goes out after the rejoin.
-  assert.notEqual(a.state, 'open');
-  a.send({ event: 'room.message', room: lobby, payload: { text: 'queued while away' } });
 
   await until(b, 'message', () => bMsgs.some((m) => m.payload?.text === 'queued while away'));
   assert.equal(a.state, 'open');
