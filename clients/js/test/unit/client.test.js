@@ -372,3 +372,21 @@ test('an error with code rate_limited pauses writing for retry_after_ms', async 
   await c0.count(1);
   assert.equal(client.queued, 0);
 });
+
+test('a socket that does not open within connectTimeoutMs is abandoned and retried', async (t) => {
+  const { createServer } = await import('node:net');
+  const sockets = [];
+  const silent = createServer((s) => sockets.push(s)); // accepts, never answers the upgrade
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  let tickets = 0;
+  const client = new RealtimeClient({
+    url: `http://127.0.0.1:${silent.address().port}`, WebSocket, connectTimeoutMs: 20,
+    getTicket: async () => `t${++tickets}`, backoff: { initialMs: 1, maxMs: 1 },
+  });
+  t.after(() => { client.close(); for (const s of sockets) s.destroy(); silent.close(); });
+  const errors = collect(client, 'error');
+  client.connect();
+  await until(client, 'reconnecting', () => tickets >= 3);
+  assert.equal(client.state === 'open', false);
+  assert.equal(errors.length, 0);
+});
