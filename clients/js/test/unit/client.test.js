@@ -390,3 +390,18 @@ test('a socket that does not open within connectTimeoutMs is abandoned and retri
   assert.equal(client.state === 'open', false);
   assert.equal(errors.length, 0);
 });
+
+test('without options.WebSocket the global WebSocket is used (browsers, Node 22)', async (t) => {
+  const server = await fakeServer();
+  const saved = globalThis.WebSocket;
+  globalThis.WebSocket = WebSocket;
+  let client;
+  try {
+    client = new RealtimeClient({ url: server.url, getTicket: async () => 'g1' });
+  } finally {
+    globalThis.WebSocket = saved;
+  }
+  t.after(async () => { client.close(); await server.close(); });
+  await client.connect();
+  assert.equal((await server.connection(0)).ticket, 'g1');
+});
