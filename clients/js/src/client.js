@@ -17,6 +17,8 @@ export const CloseCodes = Object.freeze({
 /** Frames sent with send() that are re-sent after a drop unless told otherwise. */
 const RETRIED_BY_DEFAULT = new Set(['room.message', 'dm']);
 const OPEN = 1;
+/** Frames the client manages: sending them by hand would desynchronise its rooms and positions. */
+const MANAGED = new Map([['room.join', 'join(room)'], ['room.leave', 'leave(room)'], ['resume', 'options.streams']]);
 
 // A promise whose rejection is not an unhandled rejection when the caller ignores it
 // (client.join('lobby') without await); callers that await it still see it.
@@ -142,6 +144,7 @@ export class RealtimeClient extends EventTarget {
   send(frame, { retry } = {}) {
     if (this.#state === 'closed') throw new Error('RealtimeClient is closed');
     if (!frame || typeof frame.event !== 'string') throw new TypeError('send: frame needs an "event"');
+    if (MANAGED.has(frame.event)) throw new TypeError(`send: use ${MANAGED.get(frame.event)}, the client sends ${frame.event} itself`);
     if (this.queued >= this.#o.maxQueue) return false;
     this.#enqueue(this.#item(frame, { retry: retry ?? RETRIED_BY_DEFAULT.has(frame.event) }), false);
     return true;

@@ -296,6 +296,8 @@ test('send: the queue is bounded', async (t) => {
   assert.equal(client.send({ event: 'typing', to: 'u' }), true);
   assert.equal(client.send({ event: 'typing', to: 'u' }), false);
   assert.throws(() => client.send({}), /needs an "event"/);
+  assert.throws(() => client.send({ event: 'room.join', room: 'x' }), /use join\(room\)/);
+  assert.throws(() => client.send({ event: 'resume', payload: {} }), /options.streams/);
 });
 
 test('send: frames are paced under the server rate limits', async (t) => {
