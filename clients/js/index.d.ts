@@ -144,7 +144,7 @@ export declare class RealtimeClient extends EventTarget {
   /** Joins now and on every later socket; resolves on room.joined, rejects when refused. */
   join(room: string): Promise<void>;
   leave(room: string): void;
-  /** Queues a frame; false when the queue is full. `retry` defaults to true for room.message and dm. */
+  /** Queues a frame; false when the queue is full. `retry` defaults to true for room.message and dm. Throws a TypeError for room.join, room.leave and resume (use join/leave/options.streams). */
   send(frame: OutgoingFrame, options?: { retry?: boolean }): boolean;
   close(code?: number, reason?: string): void;
 }
