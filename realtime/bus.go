@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // Channel is the one NOTIFY channel every replica listens on.
@@ -50,6 +51,9 @@ type BusOptions struct {
 	QueueSize int
 	// MaxBatch is the most notifications sent in one round trip; default 500.
 	MaxBatch int
+	// Store is where stored events (docs/api.md "Streams") are appended
+	// before Publish returns: Streams. Nil: every event is NOTIFY-only.
+	Store appender
 	// StopTimeout is the most Stop spends sending what is still queued,
 	// however the database behaves (a hung one included); what is left
 	// then is dropped and counted. Default 5 s.
@@ -67,13 +71,28 @@ type deliverer interface {
 	// hasRecipients reports whether an event for user, room or (neither)
 	// everyone has a socket here.
 	hasRecipients(user, room string) bool
+	streamSink
+}
+
+// streamSink is what the bus hands stored events to: the hub, whose
+// sockets deliver each stream's offsets once and in order.
+type streamSink interface {
+	// offer delivers stored events (this replica's appends, doorbell
+	// bodies) to the sockets that follow their streams.
+	offer(evs []stream.Event)
+	// behind: name was appended to up to last; followers behind read it.
+	behind(name string, last int64)
+	// catchUp reads every followed stream from its sockets' positions.
+	catchUp()
 }
 
 // Bus delivers events to local sockets at once and to every other replica
-// through pg_notify. One publisher goroutine sends whatever is pending in
-// one round trip; one dedicated connection LISTENs. Delivery between
-// replicas is at most once: a notification sent while a replica's LISTEN
-// connection is down does not reach that replica.
+// through pg_notify. Stored events are first appended to their stream
+// (appender.go) and NOTIFY only rings the other replicas' doorbell; a
+// replica that missed it reads the stream (the hub's catch-up). Ephemeral
+// events travel in the notification itself, at most once. One publisher
+// goroutine sends whatever is pending in one round trip; one dedicated
+// connection LISTENs.
 type Bus struct {
 	opts    BusOptions
 	logger  *slog.Logger
@@ -83,6 +102,9 @@ type Bus struct {
 
 	queue chan outgoing
 	seq   atomic.Uint64
+
+	appends     chan appendReq
+	appendsDone chan struct{} // closed when the append loop exited
 
 	listen listenState
 
@@ -142,8 +164,9 @@ func NewBus(opts BusOptions) *Bus {
 	}
 	b := &Bus{
 		opts: opts, logger: opts.Logger.With("component", "bus"), hub: opts.Hub,
-		queue: make(chan outgoing, opts.QueueSize),
-		calls: map[string]chan json.RawMessage{}, searches: map[string]chan struct{}{},
+		queue: make(chan outgoing, opts.QueueSize), appends: make(chan appendReq, opts.QueueSize),
+		appendsDone: make(chan struct{}),
+		calls:       map[string]chan json.RawMessage{}, searches: map[string]chan struct{}{},
 	}
 	b.metrics = newBusMetrics(opts.Registry)
 	return b
@@ -161,6 +184,8 @@ func (b *Bus) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start bus: %w", err)
 	}
+	stopping := b.base.Stopping()
+	b.base.Go(func() { b.appendLoop(b.giveUpAfterStop(stopping, b.appendsDone)) })
 	b.base.Go(b.publishLoop)
 	if b.hub == nil {
 		return nil
@@ -200,6 +225,9 @@ func (b *Bus) Publish(ctx context.Context, ev Event) error {
 		// Postgres refuses such NOTIFY text (the whole batch with it) and
 		// browsers close a socket that receives it: refuse it here, once.
 		return fmt.Errorf("publish %s: %w", ev.Event, ErrInvalidUTF8)
+	}
+	if name := streamOf(ev); name != "" && b.opts.Store != nil {
+		return b.publishStored(ctx, ev, name)
 	}
 	env := envelope{Kind: kindEvent, User: ev.To, Room: ev.Room, Frame: frame}
 	b.dispatch(env)

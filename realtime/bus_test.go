@@ -45,17 +45,34 @@ func TestBusAcrossNodes(t *testing.T) {
 			}
 		})
 
-		t.Run("a payload over 8000 bytes crosses through the spill table", func(t *testing.T) {
+		t.Run("a stored payload over 8000 bytes crosses through its stream", func(t *testing.T) {
 			t.Parallel()
 			user := uuid.NewString()
 			c := dial(t, b, user)
 			big := `"` + strings.Repeat("é", 10000) + `"` // 20002 bytes, 10002 runes
-			before := counterValue(a.bus.metrics.spilled)
+			before, reads := counterValue(a.bus.metrics.spilled), counterValue(b.hub.metrics.reads)
 			if err := a.bus.PublishUser(ctx, user, "big", json.RawMessage(big)); err != nil {
 				t.Fatal(err)
 			}
-			if f := c.expect(t, "big"); string(f.Payload) != big {
-				t.Fatalf("payload of %d bytes arrived as %d bytes", len(big), len(f.Payload))
+			if f := c.expect(t, "big"); string(f.Payload) != big || f.Offset != 1 || f.Stream != "user:"+user {
+				t.Fatalf("payload of %d bytes arrived as %d bytes (frame at %s/%d)", len(big), len(f.Payload), f.Stream, f.Offset)
+			}
+			if counterValue(a.bus.metrics.spilled) != before || counterValue(b.hub.metrics.reads) <= reads {
+				t.Fatal("a stored event took the spill table, or B did not read it from the stream")
+			}
+		})
+
+		t.Run("an ephemeral payload over 8000 bytes crosses through the spill table", func(t *testing.T) {
+			t.Parallel()
+			user := uuid.NewString()
+			c := dial(t, b, user)
+			big := `"` + strings.Repeat("é", 10000) + `"`
+			before := counterValue(a.bus.metrics.spilled)
+			if err := a.bus.PublishUser(ctx, user, "typing", json.RawMessage(big)); err != nil {
+				t.Fatal(err)
+			}
+			if f := c.expect(t, "typing"); string(f.Payload) != big || f.Stream != "" {
+				t.Fatalf("payload of %d bytes arrived as %d bytes (stream %q)", len(big), len(f.Payload), f.Stream)
 			}
 			// The sender counts after its statement returns, which may be
 			// after the receiver has the message.

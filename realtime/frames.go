@@ -13,6 +13,7 @@ import (
 	"github.com/olahol/melody"
 
 	"github.com/switchboard/switchboard/infra/names"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // Client frame events.
@@ -23,6 +24,7 @@ const (
 	eventDM          = "dm"
 	eventTyping      = "typing"
 	eventRPCResult   = "rpc.result"
+	eventResume      = "resume"
 )
 
 // NormalizeUserID returns the canonical form of a user id, or an error.
@@ -70,7 +72,11 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 func (h *Hub) handle(c *client, f Frame) error {
 	switch f.Event {
 	case eventRoomJoin:
-		return h.join(c, f.Room)
+		pos, err := joinPosition(f.Payload)
+		if err != nil {
+			return err
+		}
+		return h.join(c, f.Room, pos)
 	case eventRoomLeave:
 		return h.leave(c, f.Room)
 	case eventRoomMessage:
@@ -88,10 +94,12 @@ func (h *Hub) handle(c *client, f Frame) error {
 		return h.typing(c, f)
 	case eventRPCResult:
 		return h.result(c, f)
+	case eventResume:
+		return h.resume(c, f.Payload)
 	case "":
 		return errors.New(`frame has no "event"`)
 	}
-	return fmt.Errorf("unknown event %q; clients send room.join, room.leave, room.message, dm, typing or rpc.result", f.Event)
+	return fmt.Errorf("unknown event %q; clients send room.join, room.leave, room.message, dm, typing, rpc.result or resume", f.Event)
 }
 
 func (h *Hub) typing(c *client, f Frame) error {
@@ -130,10 +138,32 @@ func (h *Hub) publish(ev Event) error {
 	return nil
 }
 
-func (h *Hub) join(c *client, room string) error {
+// join adds c to room and follows its stream, from pos when given (then
+// the missed events and a resumed frame follow room.joined).
+func (h *Hub) join(c *client, room string, pos *position) error {
 	if err := names.Room(room); err != nil {
 		return err
 	}
+	var req *resumeReq
+	var head *position
+	if pos != nil {
+		req = newResume()
+	} else if !h.follows(c, stream.RoomStream(room)) {
+		var err error
+		if head, err = h.head(context.Background(), stream.RoomStream(room)); err != nil {
+			return err
+		}
+	}
+	err := h.joinFollow(c, room, pos, head, req)
+	if req != nil {
+		h.releaseResume(c, req)
+	}
+	return err
+}
+
+// joinFollow joins c to room (answering room.joined) and follows its
+// stream from pos, or from head when it does not yet.
+func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resumeReq) error {
 	h.mu.Lock()
 	if _, ok := c.rooms[room]; !ok {
 		if len(c.rooms) >= h.opts.MaxRooms {
@@ -144,11 +174,42 @@ func (h *Hub) join(c *client, room string) error {
 		addTo(h.byRoom, room, c)
 	}
 	rooms := roomList(c)
+	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
+	c.mu.Lock()
+	h.writeLocked(c, frame)
+	h.followLocked(c, stream.RoomStream(room), pos, head, req)
+	c.mu.Unlock()
 	h.mu.Unlock()
 	c.s.Set(KeyRooms, rooms)
-	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
-	h.write(c, frame)
 	return nil
+}
+
+// joinPosition reads room.join's optional payload {"offset","epoch"}.
+func joinPosition(payload json.RawMessage) (*position, error) {
+	var p struct {
+		Offset *int64 `json:"offset"`
+		Epoch  string `json:"epoch"`
+	}
+	if len(payload) == 0 || payload[0] != '{' {
+		return nil, nil // no position (a payload of another kind is ignored, as before)
+	}
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, fmt.Errorf(`room.join payload must be {"offset":<int>,"epoch":"<epoch>"}: %v`, err)
+	}
+	switch {
+	case p.Offset == nil:
+		return nil, nil
+	case *p.Offset < 0:
+		return nil, fmt.Errorf("room.join offset %d is negative", *p.Offset)
+	}
+	return &position{Offset: *p.Offset, Epoch: p.Epoch}, nil
+}
+
+// follows reports whether c follows name.
+func (h *Hub) follows(c *client, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.follows[name] != nil
 }
 
 func (h *Hub) leave(c *client, room string) error {
@@ -159,6 +220,9 @@ func (h *Hub) leave(c *client, room string) error {
 	delete(c.rooms, room)
 	removeFrom(h.byRoom, room, c)
 	rooms := roomList(c)
+	c.mu.Lock()
+	h.unfollowLocked(c, stream.RoomStream(room))
+	c.mu.Unlock()
 	h.mu.Unlock()
 	c.s.Set(KeyRooms, rooms)
 	return nil

@@ -33,7 +33,7 @@ type node struct {
 	url  string
 }
 
-func startNode(t testing.TB, dbURL string, hopts HubOptions) *node {
+func startNode(t testing.TB, dbURL string, hopts HubOptions, busOpts ...func(*BusOptions)) *node {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := db.Connect(ctx, dbURL, db.Options{MaxConns: 4})
@@ -42,8 +42,13 @@ func startNode(t testing.TB, dbURL string, hopts HubOptions) *node {
 	}
 	n := &node{pool: pool, reg: prometheus.NewRegistry()}
 	hopts.Registry = n.reg
+	hopts.Store = Streams{DB: pool}
 	n.hub = NewHub(hopts)
-	n.bus = NewBus(BusOptions{Pool: pool, Hub: n.hub, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond})
+	bopts := BusOptions{Pool: pool, Hub: n.hub, Store: Streams{DB: pool}, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond}
+	for _, o := range busOpts {
+		o(&bopts)
+	}
+	n.bus = NewBus(bopts)
 	n.hub.PublishThrough(n.bus)
 	if err := n.bus.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/olahol/melody"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // HubOptions configure a Hub; zero values mean defaults.
@@ -31,9 +33,17 @@ type HubOptions struct {
 	// with an error event and the connection stays open. Default 64 KiB.
 	// Frames over 4× this are refused by the transport (close 1009).
 	MaxFrameBytes int64
-	// SendBuffer is how many frames may wait for a slow client; when it
-	// overflows the connection is closed with 3008. Default 256.
+	// SendQueueBytes bounds what may wait for a slow client, in bytes;
+	// past it the connection is closed with 3008 (the client resumes from
+	// its offsets). Default 1 MiB.
+	SendQueueBytes int
+	// SendBuffer is how many of those frames are handed to the socket's
+	// writer at once; default 64.
 	SendBuffer int
+	// Store is where the sockets' streams are read from when they missed
+	// events (a gap, a LISTEN outage, a resume): Streams. Nil: no
+	// durability (frames are delivered as they come, gaps stay gaps).
+	Store streamReader
 	// MaxRooms one connection may join; default 100.
 	MaxRooms int
 	// WriteWait bounds a write to a client; default 10 s.
@@ -67,12 +77,16 @@ type Hub struct {
 	closed bool
 	conns  sync.WaitGroup
 
+	reads  reads // catch-up reads of streams (reads.go)
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	draining atomic.Bool
 }
 
 // client is one socket. It is indexed before the upgrade answers 101, so
 // a client that sees its socket open misses nothing published after: frames
-// for it wait in pending until Melody's session exists. Its rooms are
+// for it wait in queue until Melody's session exists. Its rooms are
 // guarded by Hub.mu, the rest by mu.
 type client struct {
 	id      string
@@ -83,9 +97,13 @@ type client struct {
 
 	mu       sync.Mutex
 	s        *melody.Session
-	pending  [][]byte
-	overflow bool       // pending overflowed: a slow consumer from the start
-	closeReq *closeCode // a close asked for before the session existed
+	queue    [][]byte // frames not yet handed to Melody (sendq.go)
+	queued   int      // bytes in queue and in Melody's buffer
+	inflight int      // frames in Melody's buffer
+	overflow bool     // the queue overflowed before the session existed
+	closeReq *closeCode
+	follows  map[string]*follow // streams this socket follows (follow.go)
+	paused   bool               // a follow's catch-up waits for the queue to drain
 }
 
 type closeCode struct {
@@ -118,7 +136,8 @@ func (h *Hub) PublishThrough(p publisher) { h.pub = p }
 func NewHub(opts HubOptions) *Hub {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.MaxFrameBytes = cmp.Or(opts.MaxFrameBytes, 64<<10)
-	opts.SendBuffer = cmp.Or(opts.SendBuffer, 256)
+	opts.SendQueueBytes = cmp.Or(opts.SendQueueBytes, 1<<20)
+	opts.SendBuffer = max(cmp.Or(opts.SendBuffer, 64), 2)
 	opts.MaxRooms = cmp.Or(opts.MaxRooms, 100)
 	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
@@ -126,7 +145,9 @@ func NewHub(opts HubOptions) *Hub {
 		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
 		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
 		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
+		reads: reads{due: map[string]int64{}},
 	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for _, o := range opts.AllowedOrigins {
 		o = strings.TrimRight(strings.ToLower(strings.TrimSpace(o)), "/")
 		h.anyOrig = h.anyOrig || o == "*"
@@ -154,6 +175,7 @@ func (h *Hub) newMelody() *melody.Melody {
 	m.HandleConnect(h.onConnect)
 	m.HandleDisconnect(h.onDisconnect)
 	m.HandleMessage(h.onFrame)
+	m.HandleSentMessage(h.onSent)
 	m.HandleMessageBinary(func(s *melody.Session, msg []byte) {
 		if c := clientOf(s); c != nil && !c.closing.Load() && h.admitFrame(c, len(msg)) {
 			h.sendError(c, "", "binary frames are not supported; send JSON text frames")
@@ -192,17 +214,33 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 		return err
 	}
 	defer h.limits.release(userID)
-	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, limit: limit}
-	h.add(c)
+	head, err := h.userHead(r.Context(), userID)
+	if err != nil {
+		return err
+	}
+	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, limit: limit, follows: map[string]*follow{}}
+	h.add(c, head)
 	defer h.remove(c) // also when the upgrade fails
 	return h.m.HandleRequestWithKeys(h.lingering(w, c), r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
 }
 
-func (h *Hub) add(c *client) {
+// userHead is where a new socket starts following its user's stream: the
+// head before the socket is indexed (nil without a store, or for a user
+// id that names no stream).
+func (h *Hub) userHead(ctx context.Context, userID string) (*position, error) {
+	name := stream.UserStream(userID)
+	if stream.ValidateStream(name) != nil {
+		return nil, nil
+	}
+	return h.head(ctx, name)
+}
+
+func (h *Hub) add(c *client, head *position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.all[c] = struct{}{}
 	addTo(h.byUser, c.user, c)
+	h.followUser(c, head)
 }
 
 func (h *Hub) remove(c *client) {
@@ -245,10 +283,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	h.metrics.accepted.Inc()
 	c.mu.Lock()
 	c.s = s
-	for _, frame := range c.pending {
-		_ = s.Write(frame)
-	}
-	c.pending = nil
+	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
 	c.mu.Unlock()
 	h.mu.RLock()
@@ -346,28 +381,6 @@ func (h *Hub) deliver(user, room string, frame []byte) int {
 		h.write(c, frame)
 	}
 	return len(set)
-}
-
-// write queues frame for c. A full buffer reaches onError synchronously.
-// Before the session exists, frames wait in pending, as many as the send
-// buffer holds.
-func (h *Hub) write(c *client, frame []byte) {
-	if c.closing.Load() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.s != nil {
-		_ = c.s.Write(frame)
-		return
-	}
-	if len(c.pending) >= h.opts.SendBuffer {
-		c.overflow = true
-		c.closing.Store(true)
-		c.pending = nil
-		return
-	}
-	c.pending = append(c.pending, frame)
 }
 
 func (h *Hub) hasUser(user string) bool {
@@ -472,5 +485,9 @@ func (h *Hub) Shutdown(ctx context.Context) {
 		h.mu.RUnlock()
 		<-done
 	}
+	h.reads.mu.Lock()
+	h.cancel() // under reads.mu: no read loop starts after this
+	h.reads.mu.Unlock()
+	h.reads.wg.Wait()
 	_ = h.m.Close()
 }

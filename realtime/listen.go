@@ -100,6 +100,9 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 	b.listen.set(true, nil)
 	b.metrics.listenUp.Set(1)
 	onUp()
+	// What was appended while this replica was not listening is read now:
+	// from here on every append rings this connection.
+	b.hub.catchUp()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, b.opts.IdlePing)
 		n, err := conn.WaitForNotification(wctx)
@@ -127,12 +130,27 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 // receive handles one notification from another node: it skips its own and
 // those for nobody here before fetching a spilled body.
 func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
+	var probe struct {
+		Origin string `json:"o"`
+		Kind   string `json:"k"`
+	}
+	if err := json.Unmarshal([]byte(payload), &probe); err != nil {
+		b.logger.Warn("bus: unreadable notification", "error", err)
+		return
+	}
+	if probe.Origin == b.opts.NodeID {
+		return
+	}
+	if probe.Kind == "" { // a stream doorbell (stream.Doorbell has no kind)
+		b.receiveDoorbell(payload)
+		return
+	}
 	var env envelope
 	if err := json.Unmarshal([]byte(payload), &env); err != nil {
 		b.logger.Warn("bus: unreadable notification", "error", err)
 		return
 	}
-	if env.Origin == b.opts.NodeID || !b.forThisNode(env) {
+	if !b.forThisNode(env) {
 		return
 	}
 	if env.Spill != "" {

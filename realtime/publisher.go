@@ -23,6 +23,10 @@ func (b *Bus) publishLoop() {
 		case out := <-b.queue:
 			b.flush(ctx, b.collect(out))
 		case <-stopping:
+			select { // the append loop's last doorbells come first
+			case <-b.appendsDone:
+			case <-ctx.Done():
+			}
 			for {
 				select {
 				case out := <-b.queue:

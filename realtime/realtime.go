@@ -36,6 +36,11 @@ type Frame struct {
 	ID      string          `json:"id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	TS      string          `json:"ts,omitempty"`
+	// Stream, Offset and Epoch are set on stored events only: where the
+	// event is in its stream's history (docs/api.md "Resume").
+	Stream string `json:"stream,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Epoch  string `json:"epoch,omitempty"`
 }
 
 // Server-sent event names.
@@ -44,12 +49,16 @@ const (
 	EventDraining   = "server.draining"
 	EventRoomJoined = "room.joined"
 	EventRPCCall    = "rpc.call"
+	// EventResumed ends the catch-up a resume (or a room.join with a
+	// position) asked for: per stream, whether it was complete.
+	EventResumed = "resumed"
 )
 
 // WebSocket close codes this package uses.
 const (
 	// CloseSlowConsumer: the client did not read fast enough and its send
-	// buffer overflowed (as Centrifugo's 3008); reconnect and catch up.
+	// queue (HubOptions.SendQueueBytes) overflowed (as Centrifugo's 3008);
+	// reconnect and resume from the offsets received.
 	CloseSlowConsumer = 3008
 	// CloseDisconnected: an operator disconnected the user.
 	CloseDisconnected = 4001

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/realtime"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
@@ -22,7 +23,7 @@ func (s *Server) fail(ctx context.Context, err error, notFound, conflict string)
 		return huma.Error404NotFound(notFound)
 	case errors.Is(err, db.ErrConflict):
 		return huma.Error409Conflict(conflict)
-	case errors.Is(err, realtime.ErrInvalidUTF8):
+	case errors.Is(err, realtime.ErrInvalidUTF8), errors.Is(err, stream.ErrInvalid):
 		return huma.Error422UnprocessableEntity(err.Error())
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")

@@ -110,7 +110,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.opts.Sockets.Serve(w, r, userID); err != nil {
 		// A failed upgrade has been answered by the upgrader already.
-		if errors.Is(err, realtime.ErrDraining) || errors.Is(err, realtime.ErrTooManyConnections) {
+		if errors.Is(err, realtime.ErrDraining) || errors.Is(err, realtime.ErrTooManyConnections) || errors.Is(err, realtime.ErrUnavailable) {
 			s.refuseSocket(w, r, err)
 			return
 		}
@@ -120,7 +120,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refuseSocket(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, realtime.ErrDraining):
+	case errors.Is(err, realtime.ErrDraining), errors.Is(err, realtime.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, realtime.ErrTooManyConnections):

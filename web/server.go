@@ -45,6 +45,9 @@ type Options struct {
 	Sockets SocketHub
 	Events  EventPublisher
 	RPC     RPCCaller
+	// History serves GET /v1/history (stored events of a stream); nil
+	// leaves it out.
+	History HistoryReader
 
 	// River inserts the jobs of manual task runs (InsertTx).
 	River *river.Client[pgx.Tx]
@@ -118,6 +121,9 @@ func New(opts Options) *Server {
 			registerRealtime(api, s)
 			registerEvents(api, s)
 			registerRPC(api, s)
+		}
+		if opts.History != nil {
+			registerHistory(api, s)
 		}
 		registerAdmin(api, s)
 		if opts.Cluster != nil {

@@ -3,12 +3,14 @@ package workers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // DefaultRunRetention is how long finished runs are kept by default.
@@ -24,6 +26,7 @@ func Maintenance(o Options) []MaintenanceTask {
 		tasks = append(tasks,
 			PruneRunsTask(o.DB, o.RunRetention),
 			dbTask("reap_ws_tickets", time.Minute, o.DB, realtime.ReapTickets),
+			PruneStreamsTask(o.DB, o.StreamRetention),
 			dbTask("delete_spilled_bus_messages", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {
 				return realtime.DeleteSpilled(ctx, q, realtime.SpillRetention)
 			}))
@@ -48,6 +51,31 @@ func PruneRunsTask(q db.DB, retention time.Duration) MaintenanceTask {
 	return dbTask("prune_runs", time.Hour, q, func(ctx context.Context, q db.DB) (int64, error) {
 		return jobs.PruneRuns(ctx, q, retention)
 	})
+}
+
+// PruneStreamsDeadline bounds one run of prune_streams; what it leaves is
+// pruned by the next run (a minute later), so a backlog never makes one
+// job outlive River's job timeout.
+const PruneStreamsDeadline = 30 * time.Second
+
+// PruneStreamsTask applies the streams' retention every minute: events
+// beyond a stream's last MaxEvents or older than MaxAge are deleted
+// (stream.Prune: its cost is that of what it deletes, not of the table).
+func PruneStreamsTask(q db.DB, r stream.Retention) MaintenanceTask {
+	return dbTask("prune_streams", time.Minute, q, func(ctx context.Context, q db.DB) (int64, error) {
+		return pruneStreams(ctx, q, r, PruneStreamsDeadline)
+	})
+}
+
+// pruneStreams prunes within deadline; reaching it is not a failure.
+func pruneStreams(ctx context.Context, q db.DB, r stream.Retention, deadline time.Duration) (int64, error) {
+	dctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	res, err := stream.Prune(dctx, q, r)
+	if err != nil && ctx.Err() == nil && errors.Is(dctx.Err(), context.DeadlineExceeded) {
+		return res.Deleted, nil // the next run goes on
+	}
+	return res.Deleted, err
 }
 
 func dbTask(name string, every time.Duration, q db.DB, run func(context.Context, db.DB) (int64, error)) MaintenanceTask {

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 func TestPruneRuns(t *testing.T) {
@@ -52,9 +55,9 @@ func TestRiverConfigPeriodicJobs(t *testing.T) {
 		want []string
 	}{
 		{"database", Options{DB: setup(t, setupOpts{}).pool},
-			[]string{"prune_runs", "reap_ws_tickets", "delete_spilled_bus_messages"}},
+			[]string{"prune_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages"}},
 		{"everything", Options{DB: setup(t, setupOpts{}).pool, RateLimitRetention: time.Minute, ReapNodes: reap},
-			[]string{"prune_runs", "reap_ws_tickets", "delete_spilled_bus_messages", "ratelimit_prune", "reap_cluster_nodes"}},
+			[]string{"prune_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "ratelimit_prune", "reap_cluster_nodes"}},
 		{"no database", Options{ReapNodes: reap}, []string{"reap_cluster_nodes"}},
 	} {
 		cfg, err := RiverConfig(tc.opts)
@@ -69,4 +72,35 @@ func TestRiverConfigPeriodicJobs(t *testing.T) {
 			t.Fatalf("%s: tasks %v and %d periodic jobs, want %v", tc.name, names, len(cfg.PeriodicJobs), tc.want)
 		}
 	}
+}
+
+func TestPruneStreamsTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	name := stream.RoomStream("prune-" + uuid.NewString())
+	evs := make([]stream.Event, 5)
+	for i := range evs {
+		evs[i] = stream.Event{Stream: name, Event: "e"}
+	}
+	if _, err := stream.Append(ctx, b.pool, evs); err != nil {
+		t.Fatal(err)
+	}
+	task := PruneStreamsTask(b.pool, stream.Retention{MaxEvents: 2})
+	if task.Name != "prune_streams" || task.Every != time.Minute {
+		t.Fatalf("task %s every %s", task.Name, task.Every)
+	}
+	if n, err := task.Run(ctx); err != nil || n != 3 {
+		t.Fatalf("prune: %d, %v; want 3 deleted", n, err)
+	}
+	h, err := stream.Read(ctx, b.pool, name, 0, 0)
+	if err != nil || h.Oldest != 4 || len(h.Events) != 2 {
+		t.Fatalf("after prune: oldest %d, %d events, %v", h.Oldest, len(h.Events), err)
+	}
+	t.Run("reaching the deadline is not a failure", func(t *testing.T) {
+		t.Parallel()
+		if _, err := pruneStreams(ctx, b.pool, stream.Retention{}, 0); err != nil {
+			t.Fatalf("prune with its deadline passed: %v", err)
+		}
+	})
 }

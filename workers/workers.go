@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // Queue names.
@@ -51,6 +52,9 @@ type Options struct {
 	RetryBackoff func(attempt int) time.Duration
 	// RunRetention is how long finished runs are kept; default 30 days.
 	RunRetention time.Duration
+	// StreamRetention bounds each realtime stream; zero fields mean the
+	// defaults (1000 events, 24 h).
+	StreamRetention stream.Retention
 }
 
 // RescueStuckJobsAfter is when River takes a job still running for stuck:

@@ -243,11 +243,16 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 		payload := json.RawMessage(`{"blob":"` + strings.Repeat("ü", 10000) + `"}`) // 20 KB in bytes, 10 K runes
 		before := metric(t, cl.a, "switchboard_bus_spilled_total", "")
 		from.send(t, realtime.Frame{Event: "dm", To: rcpt, Payload: payload})
-		if f := to.expect(t, "dm"); string(f.Payload) != string(payload) {
-			t.Fatalf("payload of %d bytes arrived as %d bytes", len(payload), len(f.Payload))
+		if f := to.expect(t, "dm"); string(f.Payload) != string(payload) || f.Offset == 0 {
+			t.Fatalf("payload of %d bytes arrived as %d bytes, offset %d", len(payload), len(f.Payload), f.Offset)
+		}
+		// Stored: C read it from the stream (the doorbell had no room for it).
+		from.send(t, realtime.Frame{Event: "typing", To: rcpt, Payload: payload})
+		if f := to.expect(t, "typing"); string(f.Payload) != string(payload) {
+			t.Fatalf("typing payload of %d bytes arrived as %d bytes", len(payload), len(f.Payload))
 		}
 		if metric(t, cl.a, "switchboard_bus_spilled_total", "") <= before {
-			t.Fatal("the payload did not take the spill path")
+			t.Fatal("the ephemeral payload did not take the spill path")
 		}
 	})
 

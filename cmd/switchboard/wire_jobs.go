@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/realtime/stream"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
 )
@@ -31,6 +32,7 @@ func (a *app) workerOptions() workers.Options {
 		Publisher: a.bus, Metrics: a.jobs.metrics,
 		Webhook:            workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version},
 		RunRetention:       a.cfg.RunRetention,
+		StreamRetention:    stream.Retention{MaxEvents: a.cfg.StreamMaxEvents, MaxAge: a.cfg.StreamMaxAge},
 		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate()),
 		ReapNodes:          a.cluster.Reap,
 	}

@@ -42,6 +42,8 @@ type Config struct {
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
+	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
+	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -63,6 +65,7 @@ type WSLimits struct {
 	UserByteRate    int     `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
 	Strikes         int     `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
 	MaxConnsPerUser int     `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
+	SendQueueBytes  int     `envconfig:"SWITCHBOARD_WS_SEND_QUEUE_BYTES" default:"1048576" desc:"bytes that may wait for a WebSocket that reads slowly; past it the socket is closed with 3008 and the client resumes from its offsets"`
 }
 
 // Load reads the environment into a Config and validates it for serve.
@@ -201,6 +204,9 @@ func (c *Config) Validate() error {
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
+	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
+	}
 	if c.RunRetention != 0 && c.RunRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))
 	}
@@ -239,7 +245,7 @@ func (w WSLimits) validate() []error {
 		"SWITCHBOARD_WS_CONN_RATE": w.ConnFrameRate, "SWITCHBOARD_WS_USER_RATE": w.UserFrameRate,
 		"SWITCHBOARD_WS_CONN_BURST": float64(w.ConnFrameBurst), "SWITCHBOARD_WS_USER_BURST": float64(w.UserFrameBurst),
 		"SWITCHBOARD_WS_USER_BYTES_RATE": float64(w.UserByteRate), "SWITCHBOARD_WS_LIMIT_STRIKES": float64(w.Strikes),
-		"SWITCHBOARD_WS_MAX_CONNS_PER_USER": float64(w.MaxConnsPerUser),
+		"SWITCHBOARD_WS_MAX_CONNS_PER_USER": float64(w.MaxConnsPerUser), "SWITCHBOARD_WS_SEND_QUEUE_BYTES": float64(w.SendQueueBytes),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))

@@ -1,0 +1,66 @@
+package realtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/switchboard/switchboard/infra/names"
+	"github.com/switchboard/switchboard/realtime/stream"
+)
+
+// resume handles {"event":"resume","payload":{"streams":{"<stream>":
+// {"offset","epoch"}}}}: each stream is caught up from its position (a
+// room stream joins the room first), then one resumed frame answers.
+func (h *Hub) resume(c *client, payload json.RawMessage) error {
+	var p struct {
+		Streams map[string]position `json:"streams"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.Streams == nil {
+		return fmt.Errorf(`resume payload must be {"streams":{"<stream>":{"offset":<int>,"epoch":"<epoch>"}}}`)
+	}
+	if len(p.Streams) > h.opts.MaxRooms+1 {
+		return fmt.Errorf("resume names %d streams; at most %d (the user's and one per room)", len(p.Streams), h.opts.MaxRooms+1)
+	}
+	names := slices.Sorted(maps.Keys(p.Streams))
+	for _, name := range names {
+		if err := h.checkResumable(c, name, p.Streams[name]); err != nil {
+			return err // nothing resumed: the client fixes its frame
+		}
+	}
+	req := newResume()
+	defer h.releaseResume(c, req)
+	for _, name := range names {
+		pos := p.Streams[name]
+		if _, room := streamTarget(name); room != "" {
+			if err := h.joinFollow(c, room, &pos, nil, req); err != nil {
+				return err
+			}
+			continue
+		}
+		c.mu.Lock()
+		h.followLocked(c, stream.UserStream(c.user), &pos, nil, req) // the canonical name
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// checkResumable: the user's own stream, or a room's.
+func (h *Hub) checkResumable(c *client, name string, pos position) error {
+	if pos.Offset < 0 {
+		return fmt.Errorf("resume %q: offset %d is negative", name, pos.Offset)
+	}
+	if err := stream.ValidateStream(name); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if user, ok := strings.CutPrefix(name, "user:"); ok {
+		if id, err := NormalizeUserID(user); err != nil || id != c.user {
+			return fmt.Errorf("resume %q: a connection follows only its own user stream, user:%s", name, c.user)
+		}
+		return nil
+	}
+	_, room := streamTarget(name)
+	return names.Room(room)
+}

@@ -1,0 +1,91 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/switchboard/switchboard/infra/names"
+	"github.com/switchboard/switchboard/realtime"
+	"github.com/switchboard/switchboard/realtime/stream"
+)
+
+// HistoryReader reads a stream's stored events as frames.
+type HistoryReader interface {
+	History(ctx context.Context, name, epoch string, since int64, limit int) (realtime.History, error)
+}
+
+type historyInput struct {
+	Stream string `query:"stream" required:"true" minLength:"6" maxLength:"256" doc:"user:<your user id> or room:<room name>"`
+	Since  int64  `query:"since" minimum:"0" doc:"the last offset you have: events after it are returned (0: from the oldest retained)"`
+	Epoch  string `query:"epoch" maxLength:"64" doc:"the epoch of since; when it is not the stream's, recovered is false"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"at most this many events"`
+}
+
+type historyBody struct {
+	Stream string            `json:"stream"`
+	Epoch  string            `json:"epoch" doc:"the stream's current epoch; empty when nothing was ever stored"`
+	Events []json.RawMessage `json:"events" doc:"stored frames in offset order, exactly as a WebSocket receives them"`
+	Oldest int64             `json:"oldest_offset" doc:"the first retained offset (last_offset + 1 when none is)"`
+	Last   int64             `json:"last_offset" doc:"the stream's latest offset; read on from the last event's offset while it is below"`
+	// Recovered: nothing after since is missing from retained history.
+	Recovered bool `json:"recovered" doc:"false when since is older than retained history, beyond the stream's head, or of another epoch: refetch your state"`
+}
+
+type historyOutput struct {
+	Body historyBody
+}
+
+func registerHistory(api huma.API, s *Server) {
+	huma.Register(api, huma.Operation{
+		OperationID: "history-read", Method: http.MethodGet, Path: "/v1/history",
+		Summary: "Read a stream's stored events",
+		Description: "The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, " +
+			"as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.",
+		Tags: []string{"Realtime"}, Security: bearer,
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, s.readHistory)
+}
+
+func (s *Server) readHistory(ctx context.Context, in *historyInput) (*historyOutput, error) {
+	name, err := s.historyStream(ctx, in.Stream)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.opts.History.History(ctx, name, in.Epoch, in.Since, in.Limit)
+	if errors.Is(err, stream.ErrInvalid) {
+		return nil, huma.Error422UnprocessableEntity(err.Error())
+	}
+	if err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	return &historyOutput{Body: historyBody{Stream: h.Stream, Epoch: h.Epoch, Events: h.Events,
+		Oldest: h.Oldest, Last: h.Last, Recovered: h.Recovered}}, nil
+}
+
+// historyStream checks that the caller may read name (its own user stream,
+// any room: every room is open) and returns its canonical form.
+func (s *Server) historyStream(ctx context.Context, name string) (string, error) {
+	if user, ok := strings.CutPrefix(name, "user:"); ok {
+		id, err := realtime.NormalizeUserID(user)
+		if err != nil {
+			return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
+		}
+		if p := principal(ctx); id != p.UserID && !p.IsAdmin() {
+			return "", huma.Error403Forbidden("you may read only your own user stream, user:" + p.UserID)
+		}
+		return stream.UserStream(id), nil
+	}
+	room, ok := strings.CutPrefix(name, "room:")
+	if !ok {
+		return "", huma.Error422UnprocessableEntity(`stream must be "user:<user id>" or "room:<room name>"`)
+	}
+	if err := names.Room(room); err != nil {
+		return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
+	}
+	return stream.RoomStream(room), nil
+}
