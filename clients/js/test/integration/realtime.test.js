@@ -158,7 +158,7 @@ test('a rate-limit close (4029) reconnects after the longer backoff', { skip }, 
   await until(d, 'state', () => d.state === 'open');
 });
 
-test('without durable streams (no offsets) every frame is delivered and nothing is resumed', { skip }, async () => {
+test('DMs to oneself arrive in order; with durable streams their offsets are consecutive, without them nothing is tracked', { skip }, async () => {
   const erin = await cluster.register('erin');
   const e = client(erin, { i: 0 });
   const msgs = collect(e, 'message');
