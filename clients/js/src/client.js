@@ -272,10 +272,6 @@ export class RealtimeClient extends EventTarget {
   }
 
   #onJoined(frame) {
-    const p = frame.payload;
-    if (p && typeof p === 'object' && typeof p.recovered === 'boolean') {
-      this.#apply(this.#tracker.resumed({ [`room:${frame.room}`]: p }));
-    }
     const entry = this.#rooms.get(frame.room);
     if (!entry) return;
     for (const w of entry.waiters.splice(0)) w.resolve();
