@@ -151,6 +151,8 @@ func TestOffersOutOfOrderAreDeliveredInOrderOnce(t *testing.T) {
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	c := dial(t, n, user)
+	c.send(t, Frame{Event: "resume", Payload: json.RawMessage(`{"streams":{}}`)}) // live from here
+	c.expect(t, EventResumed)
 	evs := make([]stream.Event, 5)
 	for i := range evs {
 		evs[i] = stream.Event{Stream: name, Event: "x", Payload: json.RawMessage(itoa(i + 1))}
@@ -224,36 +226,88 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 	}
 }
 
-// A slow consumer is closed with 3008 when its queue passes
-// SendQueueBytes, and loses nothing: it resumes from the last offset it
-// read.
+// A reader slower than the publisher gets every stored event, in order,
+// at its own pace: its queue stays within SendQueueBytes because stored
+// events that do not fit are read from the store later, and it is not
+// closed.
+func TestSlowReaderLosesNothing(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
+	user := uuid.NewString()
+	name := stream.UserStream(user)
+	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.WriteJSON(Frame{Event: "resume", Payload: json.RawMessage(`{"streams":{}}`)}) // releases the user stream at once
+	testwait.For(t, 10*time.Second, "connection registered", func() bool { return n.hub.hasUser(user) })
+	// 300 × 30 KB: far more than the queue and the kernel's buffers hold,
+	// published while the client reads nothing.
+	payload := json.RawMessage(`"` + strings.Repeat("x", 30000) + `"`)
+	const total = 300
+	for range total {
+		if err := n.bus.PublishUser(context.Background(), user, "big", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last int64
+	for last < total {
+		var f Frame
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if err := conn.ReadJSON(&f); err != nil {
+			t.Fatalf("read after offset %d: %v", last, err)
+		}
+		if f.Event == EventResumed {
+			continue
+		}
+		if f.Stream != name || f.Offset != last+1 {
+			t.Fatalf("got %s/%d after %d", f.Stream, f.Offset, last)
+		}
+		last = f.Offset
+	}
+	if counterValue(n.hub.metrics.slow) != 0 || counterValue(n.hub.metrics.reads) < 2 {
+		t.Fatalf("slow consumer closes %v, reads %v: want none, and the backlog read from the store",
+			counterValue(n.hub.metrics.slow), counterValue(n.hub.metrics.reads))
+	}
+}
+
+// A slow-consumer close (3008, from ephemeral frames) loses no stored
+// event: the client resumes from the last offset it read.
 func TestSlowConsumerResumesWithNothingLost(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
 	user := uuid.NewString()
 	name := stream.UserStream(user)
-	// The client reads nothing while frames pour in, until it is a slow consumer.
-	dialer := websocket.Dialer{}
-	conn, _, err := dialer.Dial(n.url+"?user="+user, nil)
+	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	conn.WriteJSON(Frame{Event: "resume", Payload: json.RawMessage(`{"streams":{}}`)})
 	testwait.For(t, 10*time.Second, "connection registered", func() bool { return n.hub.hasUser(user) })
-	payload := json.RawMessage(`"` + strings.Repeat("x", 30000) + `"`)
-	sent := 0
+	big := json.RawMessage(`"` + strings.Repeat("x", 30000) + `"`)
+	stored := 0
 	for counterValue(n.hub.metrics.slow) == 0 {
-		if sent > 5000 {
-			t.Fatal("no slow consumer after 5000 frames")
+		if stored > 2000 {
+			t.Fatal("no slow consumer")
 		}
-		for range 20 {
-			if err := n.bus.PublishUser(context.Background(), user, "flood", payload); err != nil {
+		for range 10 {
+			if err := n.bus.PublishUser(context.Background(), user, "typing", big); err != nil {
 				t.Fatal(err)
 			}
-			sent++
 		}
+		if err := n.bus.PublishUser(context.Background(), user, "n", stored); err != nil {
+			t.Fatal(err)
+		}
+		stored++
 	}
-	// Now it reads: what was queued, then the close frame.
+	for range 5 { // stored after the close too
+		if err := n.bus.PublishUser(context.Background(), user, "n", stored); err != nil {
+			t.Fatal(err)
+		}
+		stored++
+	}
 	var last int64
 	var epoch string
 	for {
@@ -265,18 +319,19 @@ func TestSlowConsumerResumesWithNothingLost(t *testing.T) {
 			}
 			break
 		}
+		if f.Stream == "" {
+			continue
+		}
 		if f.Offset != last+1 {
 			t.Fatalf("offset %d after %d", f.Offset, last)
 		}
 		last, epoch = f.Offset, f.Epoch
 	}
-	if last >= int64(sent) {
-		t.Fatalf("the slow consumer read all %d frames before 3008; nothing to resume", sent)
-	}
+	testwait.For(t, 10*time.Second, "the closed socket gone", func() bool { return !n.hub.hasUser(user) })
 	c := dial(t, n, user)
 	c.send(t, Frame{Event: "resume", Payload: json.RawMessage(fmt.Sprintf(`{"streams":{%q:{"offset":%d,"epoch":%q}}}`, name, last, epoch))})
-	expectStored(t, c, name, last+1, int64(sent))
-	if r := resumedOf(t, c.next(t))[name]; !r.Recovered || r.Offset != int64(sent) {
+	expectStored(t, c, name, last+1, int64(stored))
+	if r := resumedOf(t, c.next(t))[name]; !r.Recovered || r.Offset != int64(stored) {
 		t.Fatalf("resumed %+v", r)
 	}
 }

@@ -38,6 +38,11 @@ type follow struct {
 	// paused: a read stopped at a full send queue; it goes on once the
 	// queue has drained (onSent).
 	paused bool
+	// held: a new socket's user stream delivers nothing until the client's
+	// first frame has been handled (or holdNewSockets passed), so that a
+	// resume sent first positions it before any live event is written;
+	// the release reads from the head, so nothing is lost meanwhile.
+	held bool
 	// checked: the resume's position was compared with the store.
 	checked, recovered bool
 }
@@ -87,7 +92,23 @@ func (h *Hub) followUser(c *client, head *position) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h.startFollowLocked(c, stream.UserStream(c.user), *head)
+	c.follows[stream.UserStream(c.user)] = &follow{epoch: head.Epoch, last: head.Offset, start: head.Offset, held: true}
+}
+
+// holdNewSockets is the longest a new socket's user stream waits for the
+// client's first frame.
+const holdNewSockets = time.Second
+
+// releaseHeld starts the held user stream of c: from where it was held,
+// or from the position a resume gave it.
+func (h *Hub) releaseHeld(c *client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := stream.UserStream(c.user)
+	if f := c.follows[name]; f != nil && f.held {
+		f.held = false
+		h.requestRead(name, f.last)
+	}
 }
 
 // startFollowLocked follows name from head and reads what was appended
@@ -124,7 +145,7 @@ func (h *Hub) followLocked(c *client, name string, pos, head *position, req *res
 	if f.last < 0 || f.epoch != pos.Epoch || pos.Offset > f.last || pos.Offset < f.start {
 		f.epoch, f.last, f.start = pos.Epoch, pos.Offset, pos.Offset
 	}
-	f.resume, f.checked, f.recovered = req, false, false
+	f.resume, f.checked, f.recovered, f.held = req, false, false, false
 	req.pending++
 	f.after = h.requestRead(name, f.last)
 }
@@ -200,10 +221,12 @@ func (h *Hub) offerTo(c *client, ev stream.Event, frame []byte) {
 	defer c.mu.Unlock()
 	f := c.follows[ev.Stream]
 	switch {
-	case f == nil: // not followed
+	case f == nil, f.held, f.paused: // not followed; or a read gives it later
 	case f.epoch != "" && ev.Epoch != f.epoch:
 		h.requestRead(ev.Stream, f.last) // reset, or a stale position: the store decides
 	case ev.Offset <= f.last: // delivered already
+	case ev.Offset == f.last+1 && !h.fits(c, frame):
+		f.paused, c.paused = true, true // read once the socket has taken what is queued
 	case ev.Offset == f.last+1:
 		f.epoch, f.last = ev.Epoch, ev.Offset
 		h.writeLocked(c, frame)
@@ -219,7 +242,7 @@ func (h *Hub) behind(name string, last int64) {
 	defer h.mu.RUnlock()
 	for c := range h.followers(name) {
 		c.mu.Lock()
-		if f := c.follows[name]; f != nil && f.last < last {
+		if f := c.follows[name]; f != nil && !f.held && f.last < last {
 			h.requestRead(name, f.last)
 		}
 		c.mu.Unlock()
@@ -257,7 +280,7 @@ func (h *Hub) applyReadTo(c *client, hist stream.History, seq uint64, frames [][
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.follows[hist.Stream]
-	if f == nil {
+	if f == nil || f.held {
 		return
 	}
 	if f.resume != nil && !f.checked {
@@ -281,8 +304,8 @@ func (h *Hub) applyReadTo(c *client, hist stream.History, seq uint64, frames [][
 		if ev.Offset <= f.last || (ev.Offset != f.last+1 && f.last >= hist.Oldest-1) {
 			continue
 		}
-		if c.queued > 0 && c.queued+len(frames[i]) > h.opts.SendQueueBytes {
-			// Catching up never makes a slow consumer: the rest waits
+		if !h.fits(c, frames[i]) {
+			// A stored event never makes a slow consumer: the rest waits
 			// until the socket has taken what is queued.
 			f.paused, c.paused = true, true
 			return

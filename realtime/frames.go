@@ -67,6 +67,7 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	if err := h.handle(c, f); err != nil {
 		h.sendError(c, f.ID, err.Error())
 	}
+	h.releaseHeld(c) // after a resume sent first has positioned it
 }
 
 func (h *Hub) handle(c *client, f Frame) error {

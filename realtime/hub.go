@@ -285,6 +285,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
+	time.AfterFunc(holdNewSockets, func() { h.releaseHeld(c) })
 	c.mu.Unlock()
 	h.mu.RLock()
 	closed := h.closed

@@ -168,7 +168,9 @@ func TestOrigin(t *testing.T) {
 
 func TestSlowConsumerIsClosedWith3008(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendBuffer: 16})
+	// Ephemeral frames (typing) that overflow the queue make a slow
+	// consumer; stored events wait instead (TestSlowReaderLosesNothing).
+	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendBuffer: 16, SendQueueBytes: 64 << 10})
 	user := uuid.NewString()
 	// A small receive window, so the kernel buffers fill quickly.
 	var tcp *net.TCPConn
@@ -197,7 +199,7 @@ func TestSlowConsumerIsClosedWith3008(t *testing.T) {
 			t.Fatal("no slow consumer detected")
 		}
 		for range 50 {
-			if err := n.bus.PublishUser(ctx, user, "flood", payload); err != nil {
+			if err := n.bus.PublishUser(ctx, user, "typing", payload); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -2,8 +2,12 @@
 // pg_notify bus between replicas, tickets, server-to-client RPC and presence.
 //
 // A Hub holds this replica's sockets and indexes them by user and room. A
-// Bus delivers every event to the local Hub at once and, through pg_notify on
-// one channel, to every other replica's Hub. Frames follow docs/api.md "Realtime":
+// Bus appends every stored event to its stream (realtime/stream) before it
+// acknowledges it, delivers it to the local Hub at once and rings every
+// other replica's doorbell through pg_notify on one channel; ephemeral
+// events travel in the notification itself. Each socket delivers each
+// stream's offsets once and in order, reading the store after a gap
+// (follow.go, reads.go); clients resume from their offsets (resume.go). Frames follow docs/api.md "Realtime":
 // {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
 // from and ts.
 package realtime

@@ -4,10 +4,18 @@ import "github.com/olahol/melody"
 
 // A client's send queue is bounded in bytes, not frames: frames wait in
 // c.queue until Melody's buffer (SendBuffer frames) has room, and
-// c.queued counts the bytes of both. When a frame would take it past
-// SendQueueBytes the client is a slow consumer: it is closed with 3008 and
-// resumes from its offsets on its next connection, so nothing stored is
-// lost. A frame always fits into an empty queue, whatever its size.
+// c.queued counts the bytes of both. A stored event that does not fit is
+// not queued: its stream pauses and is read from the store once the queue
+// has drained to half (follow.go), so a slow reader gets every stored
+// event at the pace it reads. Any other frame that does not fit makes the
+// client a slow consumer: it is closed with 3008 and resumes from its
+// offsets on its next connection. A frame always fits into an empty queue,
+// whatever its size.
+
+// fits reports whether frame fits into c's queue; the caller holds c.mu.
+func (h *Hub) fits(c *client, frame []byte) bool {
+	return c.queued == 0 || c.queued+len(frame) <= h.opts.SendQueueBytes
+}
 
 // write queues frame for c.
 func (h *Hub) write(c *client, frame []byte) {
@@ -21,7 +29,7 @@ func (h *Hub) writeLocked(c *client, frame []byte) {
 	if c.closing.Load() {
 		return
 	}
-	if c.queued > 0 && c.queued+len(frame) > h.opts.SendQueueBytes {
+	if !h.fits(c, frame) {
 		c.queue, c.queued = nil, 0
 		if c.s == nil { // a slow consumer from the start: onConnect closes it
 			c.overflow = true

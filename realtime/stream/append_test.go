@@ -15,10 +15,11 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/migrations"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 var ctx = context.Background()
 

@@ -7,7 +7,7 @@
 // whether recovery was complete; Prune applies retention; Doorbell is the
 // small NOTIFY payload that tells replicas what was appended.
 //
-// The design and its guarantees are in docs/streams.md.
+// The design and its guarantees are in docs/realtime.md ("Stream storage").
 package stream
 
 import (
