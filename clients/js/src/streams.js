@@ -178,15 +178,17 @@ export class StreamTracker {
 
   #notRecovered(s, pos, epoch, last) {
     const out = [];
+    // Already re-based on a frame of the new epoch in this resume: keep what was emitted since.
+    const rebased = this.resetDone.has(s) && pos && pos.epoch === epoch;
     if (!this.resetDone.has(s)) {
       out.push({ type: 'reset', stream: s, reason: 'not_recovered', epoch, offset: last,
         previous: pos ? { epoch: pos.epoch, offset: pos.offset } : null });
     }
     this.resetDone.delete(s);
-    const base = pos && pos.epoch === epoch ? pos.offset : 0;
     const held = pos && pos.epoch === epoch ? this.pending.get(s) : undefined;
     this.pending.delete(s);
-    const next = { epoch, offset: Math.max(base, last), recovered: false };
+    // Otherwise the server's head: a position beyond it (history restored) moves back.
+    const next = { epoch, offset: rebased ? Math.max(pos.offset, last) : last, recovered: false };
     this.positions.set(s, next);
     // What the server sent beyond its reported head is newer than the state the app refetches.
     for (const off of held ? [...held.keys()].sort((a, b) => a - b) : []) {

@@ -64,6 +64,15 @@ test('StreamTracker', async (t) => {
     assert.deepEqual(delivered(tr.accept(ev('room:x', 1202))), ['room:x#1202']);
   });
 
+  await t.test('a position beyond the head (history restored) moves back to the head', () => {
+    const tr = new StreamTracker({ 'user:a': { epoch: 'e1', offset: 500 } });
+    tr.beginResume(['user:a']);
+    const out = tr.resumed({ 'user:a': { recovered: false, epoch: 'e1', offset: 300 } });
+    assert.deepEqual(out.map((a) => a.type), ['reset']);
+    assert.equal(out[0].offset, 300);
+    assert.deepEqual(delivered(tr.accept(ev('user:a', 301))), ['user:a#301'], 'not a duplicate of the lost 301..500');
+  });
+
   await t.test('a new epoch in a frame resets once, and the resumed frame does not reset again', () => {
     const tr = new StreamTracker({ 'room:x': { epoch: 'e1', offset: 50 } });
     tr.beginResume(['room:x']);
