@@ -346,7 +346,11 @@ func (h *Hub) closeConn(c *client, code int, text string) {
 	}
 	conn := s.WebsocketConnection()
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(h.opts.WriteWait))
-	time.AfterFunc(time.Second, func() { _ = conn.Close() })
+	answer := time.Second
+	if code == CloseSlowConsumer { // it reads slowly: what is in flight before the close takes time
+		answer = h.opts.WriteWait
+	}
+	time.AfterFunc(answer, func() { _ = conn.Close() })
 }
 
 func addTo(idx map[string]map[*client]struct{}, key string, c *client) {

@@ -95,7 +95,7 @@ func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 		senders[i] = sender{tok, s}
 	}
 	status, task := call(t, http.MethodPost, servers[0].URL+"/v1/tasks", map[string]any{
-		"name": "report", "schedule": "@daily", "action": map[string]any{"type": "publish", "event": "report.ready"},
+		"name": "report", "schedule": "@daily", "overlap": "allow", "action": map[string]any{"type": "publish", "event": "report.ready"},
 	}, readerTok)
 	if status != http.StatusCreated {
 		t.Fatalf("create task: %d %v", status, task)
@@ -276,5 +276,39 @@ func TestListenKilledLosesNothing(t *testing.T) {
 	})
 	if last["user:"+id]+last["room:kill"] != 2*n {
 		t.Fatalf("positions %v", last)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, durableConfig(t, dbtest.NewDatabaseURL(t)))
+	tok, id := registerUser(t, srv, "history@example.com")
+	otherTok, _ := registerUser(t, srv, "history-other@example.com")
+	for i := range 3 {
+		if status, out := call(t, http.MethodPost, srv.URL+"/v1/events", map[string]any{"to": id, "event": "note", "payload": i}, otherTok); status != http.StatusAccepted {
+			t.Fatalf("publish: %d %v", status, out)
+		}
+	}
+	status, body := call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id+"&since=1", nil, tok)
+	events, _ := body["events"].([]any)
+	if status != http.StatusOK || len(events) != 2 || body["last_offset"] != 3.0 || body["oldest_offset"] != 1.0 || body["recovered"] != true {
+		t.Fatalf("history: %d %v", status, body)
+	}
+	if e := events[0].(map[string]any); e["offset"] != 2.0 || e["stream"] != "user:"+id || e["epoch"] != body["epoch"] || e["payload"] != 1.0 || e["event"] != "note" {
+		t.Fatalf("first event %v", e)
+	}
+	if status, body = call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id+"&since=1&epoch=other", nil, tok); status != http.StatusOK || body["recovered"] != false {
+		t.Fatalf("another epoch: %d %v", status, body)
+	}
+	if status, _ = call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id, nil, otherTok); status != http.StatusForbidden {
+		t.Fatalf("another user's stream: %d, want 403", status)
+	}
+	for _, q := range []string{"stream=nope:x", "stream=room:%20x", "stream=user:42", "stream=room:a&limit=0", "stream=room:a&since=-1"} {
+		if status, _ = call(t, http.MethodGet, srv.URL+"/v1/history?"+q, nil, tok); status != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d, want 422", q, status)
+		}
+	}
+	if status, body = call(t, http.MethodGet, srv.URL+"/v1/history?stream=room:empty", nil, tok); status != http.StatusOK || body["last_offset"] != 0.0 || body["recovered"] != true {
+		t.Fatalf("an empty room: %d %v", status, body)
 	}
 }
