@@ -73,6 +73,10 @@ type Options struct {
 	// Presence GET /v1/presence; nil leaves them out.
 	Cluster  clusterOperator
 	Presence presenceGatherer
+
+	// everyRoute registers every route group whatever is set above: the
+	// document of a full web replica, built by Spec without a database.
+	everyRoute bool
 }
 
 // Server is the HTTP handler of one replica.
@@ -121,6 +125,7 @@ func New(opts Options) *Server {
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
+	describeAPI(&cfg)
 	api := humachi.New(r, cfg)
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
 	s.router, s.api = r, api
@@ -132,16 +137,16 @@ func New(opts Options) *Server {
 		registerTasks(api, s)
 		registerRuns(api, s)
 		registerAPIKeys(api, s)
-		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
+		if opts.everyRoute || opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)
 			registerRPC(api, s)
 		}
 		registerAdmin(api, s)
-		if opts.Cluster != nil {
+		if opts.everyRoute || opts.Cluster != nil {
 			registerCluster(api, s)
 		}
-		if opts.Presence != nil {
+		if opts.everyRoute || opts.Presence != nil {
 			registerPresence(api, s)
 		}
 	}
