@@ -80,13 +80,9 @@ func (actionSchema) Schema(r huma.Registry) *huma.Schema {
 	if _, ok := r.Map()[name]; !ok {
 		webhook := r.Schema(reflect.TypeFor[webhookAction](), true, "")
 		publish := r.Schema(reflect.TypeFor[publishAction](), true, "")
-		// type is declared here as well so that an unknown type is
-		// reported as such, not only as "matched none".
 		union := &huma.Schema{
 			Description: "What a run does: call a webhook, or publish a realtime event. `type` tells which.",
 			Type:        huma.TypeObject, Required: []string{"type"},
-			Properties: map[string]*huma.Schema{"type": {Type: huma.TypeString, Enum: []any{jobs.ActionWebhook, jobs.ActionPublish},
-				Description: "webhook calls url; publish sends event to room, or to the task's owner"}},
 			OneOf: []*huma.Schema{webhook, publish},
 			Discriminator: &huma.Discriminator{PropertyName: "type", Mapping: map[string]string{
 				jobs.ActionWebhook: webhook.Ref, jobs.ActionPublish: publish.Ref,
