@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"reflect"
-	"slices"
 	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -126,22 +125,24 @@ func (ex example) attach(op *huma.Operation) {
 		}
 	case ex.status == 0:
 		if op.RequestBody != nil {
-			setExample(op.RequestBody.Content, v)
+			op.RequestBody.Content = withExample(op.RequestBody.Content, v)
 		}
 	default:
 		if r := op.Responses[strconv.Itoa(ex.status)]; r != nil {
-			setExample(r.Content, v)
+			r.Content = withExample(r.Content, v)
 		}
 	}
 }
 
-func setExample(content map[string]*huma.MediaType, v any) {
-	types := make([]string, 0, len(content))
-	for t := range content {
-		types = append(types, t)
+// withExample is content with v as the example of each media type: a copy,
+// since Huma and documentRateLimits share content between responses (a
+// 429's is a 404's), and the example belongs to this response only.
+func withExample(content map[string]*huma.MediaType, v any) map[string]*huma.MediaType {
+	out := make(map[string]*huma.MediaType, len(content))
+	for t, m := range content {
+		c := *m
+		c.Examples = map[string]*huma.Example{"default": {Value: v}}
+		out[t] = &c
 	}
-	slices.Sort(types)
-	for _, t := range types {
-		content[t].Examples = map[string]*huma.Example{"default": {Value: v}}
-	}
+	return out
 }
