@@ -49,12 +49,14 @@ func registerAdmin(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-list-users", Method: http.MethodGet, Path: "/v1/admin/users",
 		Summary: "List accounts, oldest first, or find one by email", Tags: []string{"Admin"},
-		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+		Description: "Pages through every account with a cursor; with email, the one account of that address (or none).",
+		Security:    bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.adminListUsers)
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-get-user", Method: http.MethodGet, Path: "/v1/admin/users/{id}",
 		Summary: "One account", Tags: []string{"Admin"},
-		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
+		Description: "The account with this id, with its role and whether it is disabled.",
+		Security:    bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.adminGetUser)
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-update-user", Method: http.MethodPatch, Path: "/v1/admin/users/{id}",

@@ -94,7 +94,8 @@ func registerAPIKeys(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "api-key-list", Method: http.MethodGet, Path: "/v1/api-keys",
 		Summary: "List your API keys, newest first", Tags: tags, Security: bearer,
-		Errors: []int{http.StatusUnauthorized},
+		Description: "Prefix, name, scopes, creation, expiry and last use of each key; never the secret.",
+		Errors:      []int{http.StatusUnauthorized},
 	}, s.listAPIKeys)
 	huma.Register(api, huma.Operation{
 		OperationID: "api-key-revoke", Method: http.MethodDelete, Path: "/v1/api-keys/{id}",

@@ -79,12 +79,14 @@ func registerCluster(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-disconnect-user", Method: http.MethodPost, Path: "/v1/admin/users/{id}/disconnect",
 		Summary: "Close a user's sockets on every node", Tags: []string{"Cluster"},
-		Security: bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+		Description: "Asks every live node to close the user's WebSockets; the answer names the nodes that did and those that did not answer.",
+		Security:    bearer, Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.disconnectUser)
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-drain-node", Method: http.MethodPost, Path: "/v1/admin/nodes/{id}/drain",
-		Summary: "Drain a node: no new tasks, jobs or sockets, readiness fails; it keeps running",
-		Tags:    []string{"Cluster"}, Security: bearer,
+		Summary:     "Drain a node: no new tasks, jobs or sockets, readiness fails; it keeps running",
+		Description: "Asks the node to drain: it stops claiming ticks and jobs and refuses new sockets, and its readiness fails so load balancers move on. 404 for an unknown node.",
+		Tags:        []string{"Cluster"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusBadGateway, http.StatusGatewayTimeout},
 	}, s.drainNode)
 }

@@ -34,18 +34,26 @@ type healthOutput struct {
 	Body   healthBody
 }
 
+// headersTooLarge is net/http's answer, before any route, to request headers
+// over its 1 MiB limit (http.DefaultMaxHeaderBytes).
+var headersTooLarge = &huma.Response{Description: "Request Header Fields Too Large: headers over 1 MiB, refused by the HTTP server before any route"}
+
 func registerHealth(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "health-live", Method: http.MethodGet, Path: "/healthz/live",
-		Summary: "Liveness: 200 while the process runs", Tags: []string{"Service"},
+		Summary: "Liveness: 200 while the process runs", Tags: []string{"Service"}, Security: public,
+		Description: "Answers 200 as long as the process serves HTTP, without touching Postgres: restart the replica when it does not.",
+		Responses:   map[string]*huma.Response{"431": headersTooLarge},
 	}, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		return &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok"}}, nil
 	})
 	huma.Register(api, huma.Operation{
 		OperationID: "health-ready", Method: http.MethodGet, Path: "/healthz/ready",
-		Summary: "Readiness: Postgres answers within 2 s, LISTEN is up, not draining",
-		Tags:    []string{"Service"},
+		Summary:     "Readiness: Postgres answers within 2 s, LISTEN is up, not draining",
+		Description: "200 when this replica can take traffic; 503 with the reason while Postgres does not answer, the LISTEN connection is down or the node is draining.",
+		Tags:        []string{"Service"}, Security: public,
 		Responses: map[string]*huma.Response{
+			"431": headersTooLarge,
 			"503": {Description: "Not ready", Content: map[string]*huma.MediaType{
 				"application/json": {Schema: api.OpenAPI().Components.Schemas.Schema(reflectType[healthBody](), true, "")},
 			}},

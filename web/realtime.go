@@ -51,7 +51,7 @@ func registerRealtime(api huma.API, s *Server) {
 			"`{\"event\",\"room\"?,\"to\"?,\"from\"?,\"id\"?,\"payload\"?,\"ts\"?}`; see docs/api.md \"Realtime\". " +
 			"Client frames are rate limited per connection and per user (an `error` event with code `rate_limited`, then close 4029). " +
 			"A client that does not read fast enough is closed with code 3008.",
-		Tags: []string{"Realtime"},
+		Tags: []string{"Realtime"}, Security: public,
 		Parameters: []*huma.Param{{
 			Name: "ticket", In: "query", Required: true, Description: "ticket from POST /v1/ws/ticket",
 			Schema: &huma.Schema{Type: huma.TypeString},

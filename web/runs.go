@@ -92,12 +92,14 @@ func registerRuns(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "task-run-list", Method: http.MethodGet, Path: "/v1/tasks/{id}/runs",
 		Summary: "List a task's runs, newest first", Tags: tags, Security: bearer,
-		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
+		Description: "Scheduled, manual, retried and backfilled runs of the task, a page at a time (next_cursor).",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.listRuns)
 	huma.Register(api, huma.Operation{
 		OperationID: "run-get", Method: http.MethodGet, Path: "/v1/runs/{id}",
 		Summary: "Get a run", Tags: tags, Security: bearer,
-		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
+		Description: "The run's status, timing and last outcome; its attempts are at /v1/runs/{id}/attempts.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound},
 	}, s.getRun)
 	huma.Register(api, huma.Operation{
 		OperationID: "run-cancel", Method: http.MethodPost, Path: "/v1/runs/{id}/cancel",

@@ -76,6 +76,10 @@ type Options struct {
 	// Presence GET /v1/presence; nil leaves them out.
 	Cluster  clusterOperator
 	Presence presenceGatherer
+
+	// everyRoute registers every route group whatever is set above: the
+	// document of a full web replica, built by Spec without a database.
+	everyRoute bool
 }
 
 // Server is the HTTP handler of one replica.
@@ -128,6 +132,7 @@ func New(opts Options) *Server {
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
+	describeAPI(&cfg)
 	api := humachi.New(r, cfg)
 	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
 	s.router, s.api = r, api
@@ -140,19 +145,19 @@ func New(opts Options) *Server {
 		registerTasks(api, s)
 		registerRuns(api, s)
 		registerAPIKeys(api, s)
-		if opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
+		if opts.everyRoute || opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)
 			registerRPC(api, s)
 		}
-		if opts.History != nil {
+		if opts.everyRoute || opts.History != nil {
 			registerHistory(api, s)
 		}
 		registerAdmin(api, s)
-		if opts.Cluster != nil {
+		if opts.everyRoute || opts.Cluster != nil {
 			registerCluster(api, s)
 		}
-		if opts.Presence != nil {
+		if opts.everyRoute || opts.Presence != nil {
 			registerPresence(api, s)
 		}
 	}

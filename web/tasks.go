@@ -82,12 +82,14 @@ func registerTasks(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "task-list", Method: http.MethodGet, Path: "/v1/tasks",
 		Summary: "List your tasks, newest first", Tags: tags, Security: bearer,
-		Errors: []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+		Description: "A page of your tasks (next_cursor for the next); kind keeps only scheduled or only on-demand ones.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
 	}, s.listTasks)
 	huma.Register(api, huma.Operation{
 		OperationID: "task-get", Method: http.MethodGet, Path: "/v1/tasks/{id}",
 		Summary: "Get a task", Tags: tags, Security: bearer,
-		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
+		Description: "One of your tasks; another account's task is a 404. The signing secret is not shown again.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound},
 	}, s.getTask)
 	huma.Register(api, huma.Operation{
 		OperationID: "task-update", Method: http.MethodPatch, Path: "/v1/tasks/{id}",
@@ -98,7 +100,8 @@ func registerTasks(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "task-delete", Method: http.MethodDelete, Path: "/v1/tasks/{id}",
 		Summary: "Delete a task and its runs", Tags: tags, Security: bearer, DefaultStatus: http.StatusNoContent,
-		Errors: []int{http.StatusUnauthorized, http.StatusNotFound},
+		Description: "Removes the task and its runs; queued runs never start.",
+		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound},
 	}, s.deleteTask)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -112,6 +113,16 @@ func TestCommands(t *testing.T) {
 		out, err := exec.Command(bin, "version").Output()
 		if err != nil || strings.TrimSpace(string(out)) != "v9.9.9" {
 			t.Fatalf("version: %q %v", out, err)
+		}
+	})
+	t.Run("openapi needs no database or configuration", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.Command(bin, "openapi")
+		cmd.Env = []string{"DATABASE_URL=mysql://not-read"}
+		out, err := cmd.Output()
+		var doc struct{ OpenAPI string }
+		if err != nil || json.Unmarshal(out, &doc) != nil || doc.OpenAPI != "3.1.0" {
+			t.Fatalf("openapi: %v %.200s", err, out)
 		}
 	})
 	t.Run("help lists every variable", func(t *testing.T) {

@@ -1,7 +1,7 @@
 // Command switchboard is the one binary: `serve` (default) runs the roles
 // named in SWITCHBOARD_ROLES, `migrate` applies migrations and exits,
 // `admin` grants and revokes the admin role, `version` prints the build
-// version. `--help` lists the configuration.
+// version, `openapi` prints the API's OpenAPI document. `--help` lists the configuration.
 package main
 
 import (
@@ -29,6 +29,7 @@ Usage:
   switchboard admin enable <email>    undo disable
   switchboard admin list              print the admins
   switchboard version                 print the version
+  switchboard openapi [--yaml]        print the OpenAPI document (no database needed)
   switchboard --help                  this text and every environment variable
 
 Without DATABASE_URL every command uses the private PostgreSQL in
@@ -58,6 +59,12 @@ func realMain(args []string) int {
 		return 0
 	case "version", "--version":
 		fmt.Println(version)
+		return 0
+	case "openapi":
+		if err := openapiCommand(args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard openapi: %v\n", err)
+			return 2
+		}
 		return 0
 	case "serve", "migrate":
 	case "admin":
