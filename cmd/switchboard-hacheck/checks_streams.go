@@ -74,7 +74,7 @@ func (h *harness) checkDurableStream(ctx context.Context) (figures, error) {
 	if _, err := nc.waitIDs(ctx, acked, 20*time.Second); err != nil {
 		errs = append(errs, err)
 	}
-	f.add("took", time.Since(began))
+	f.add("stream_time", time.Since(began))
 	errs = append(errs, verifyStream(&f, nc, pub, acked)...)
 	return f, errors.Join(errs...)
 }
@@ -104,8 +104,11 @@ func (h *harness) streamChaos(ctx context.Context, f *figures, nc *nodeClient, p
 			errs = append(errs, fmt.Errorf("the client reopened on the killed replica %s", vr.Name()))
 		}
 	}
-	if at, err := nc.waitIDs(ctx, before, 15*time.Second); err != nil {
+	if _, err := nc.waitIDs(ctx, before, 15*time.Second); err != nil {
 		errs = append(errs, fmt.Errorf("events acknowledged before the kill: %w", err))
+	}
+	if at, err := nc.waitEventAfter(ctx, killAt, 15*time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("after kill -9 of %s: %w", vr.Name(), err))
 	} else {
 		f.add("recovered_after_kill", at.Sub(killAt))
 	}
@@ -417,6 +420,24 @@ func (nc *nodeClient) waitIDs(ctx context.Context, ids []string, d time.Duration
 		return last, fmt.Errorf("%w (%d missing)", err, missing)
 	}
 	return last, nil
+}
+
+// waitEventAfter waits for the first event emitted after t (the stream
+// flowing again) and returns when it arrived.
+func (nc *nodeClient) waitEventAfter(ctx context.Context, t time.Time, d time.Duration) (time.Time, error) {
+	var at time.Time
+	err := nc.until(ctx, d, "event after "+t.Format("15:04:05.000"), func() bool {
+		if n := len(nc.events); n > 0 && nc.events[n-1].at.After(t) {
+			for _, e := range nc.events {
+				if e.at.After(t) {
+					at = e.at
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return at, err
 }
 
 func (nc *nodeClient) snapshot() ([]streamEvent, []string, []string) {
