@@ -52,6 +52,7 @@ func (h *harness) checks() []check {
 		{"kill -9 during cancel and backfill", h.checkKillOnDemand},
 		{"sigterm under load", h.checkSigterm},
 		{"postgres restart", h.checkPostgresRestart},
+		{"stream kill -9 + pg restart", h.checkDurableStream},
 		{"cron exactly-once", h.checkCron},
 		{"memory", h.checkMemory},
 		{"logs", h.checkLogs},
