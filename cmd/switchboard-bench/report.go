@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -20,7 +21,21 @@ type report struct {
 	cpu       string
 	pkgs      []pkgResult
 	failed    int
+	loadStart string                 // /proc/loadavg's 1-minute figure when the run began
 	kept      map[string]keptSection // -keep: package → its section in the previous report
+}
+
+// loadAverage is the 1-minute load average, "" where /proc/loadavg is not.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // keptSection is a package's section of a previous report and when it was
@@ -66,7 +81,7 @@ type pkgResult struct {
 }
 
 func newReport(ctx context.Context) *report {
-	r := &report{date: time.Now().UTC(), goVersion: runtime.Version()}
+	r := &report{date: time.Now().UTC(), goVersion: runtime.Version(), loadStart: loadAverage()}
 	if out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output(); err == nil {
 		r.goVersion = strings.TrimSpace(string(out)) // the toolchain that ran the benchmarks
 	}
@@ -98,6 +113,9 @@ func (r *report) markdown(o options) string {
 		fmt.Fprintf(&b, "| cpu | %s |\n", r.cpu)
 	}
 	fmt.Fprintf(&b, "| go | %s %s/%s |\n", r.goVersion, runtime.GOOS, runtime.GOARCH)
+	if end := loadAverage(); r.loadStart != "" && end != "" {
+		fmt.Fprintf(&b, "| load average | %s at the start, %s at the end (1 min; other work on the machine counts) |\n", r.loadStart, end)
+	}
 	fmt.Fprintf(&b, "| reproduce | `%s` |\n\n", reproduce(o))
 	b.WriteString("Each figure sits beside its baseline measured in the same run, on the same database and machine " +
 		"(raw River jobs, httprate's in-memory counter, same-replica delivery). PostgreSQL is the one the tests use " +
