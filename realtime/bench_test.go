@@ -9,7 +9,6 @@ package realtime
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -102,39 +101,23 @@ func (r *receiver) percentiles() (p50, p99, max time.Duration) {
 	return l[len(l)/2], l[len(l)*99/100], l[len(l)-1]
 }
 
-// pace publishes count messages to user from bus at rate per second and
-// returns the rate achieved.
-func pace(b *testing.B, bus *Bus, user string, rate, count int) float64 {
-	b.Helper()
-	ctx := context.Background()
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := range count {
-		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-			time.Sleep(d)
-		}
-		if err := bus.PublishUser(ctx, user, "bench", stamp{Seq: i, Sent: time.Now().UnixNano()}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(count) / time.Since(start).Seconds()
-}
-
 // BenchmarkDeliveryLatency: one user with a socket on node A and one on
-// node B; A publishes 1000 msg/s for 3 s. A's socket measures same-replica
-// latency, B's cross-replica (pg_notify → LISTEN → hub).
+// node B; A publishes stored events at 1000 msg/s for 3 s (paceConcurrent).
+// A's socket measures same-replica latency (append committed → local hub),
+// B's cross-replica (append → doorbell pg_notify → LISTEN → hub). The
+// cross-replica rate is BenchmarkStoredRate's.
 func BenchmarkDeliveryLatency(b *testing.B) {
 	dbURL := dbtest.NewDatabaseURL(b)
 	a, bn := startNode(b, dbURL, HubOptions{}), startNode(b, dbURL, HubOptions{})
 	user := uuid.NewString()
 	same, cross := newReceiver(b, a, user), newReceiver(b, bn, user)
 	const rate, seconds = 1000, 3
-	pace(b, a.bus, user, rate, rate/10) // warm up
+	paceConcurrent(b, a.bus, user, benchStored, rate, rate/10) // warm up
 	testwait.For(b, 10*time.Second, "warm-up delivered", func() bool { return cross.got.Load() == rate/10 && same.got.Load() == rate/10 })
 	same.reset()
 	cross.reset()
 	for range b.N {
-		achieved := pace(b, a.bus, user, rate, rate*seconds)
+		achieved := paceConcurrent(b, a.bus, user, benchStored, rate, rate*seconds)
 		testwait.For(b, 10*time.Second, "all delivered", func() bool { return cross.got.Load() == rate*seconds && same.got.Load() == rate*seconds })
 		s50, s99, smax := same.percentiles()
 		c50, c99, cmax := cross.percentiles()
@@ -144,37 +127,6 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		b.ReportMetric(float64(s99.Microseconds()), "same-p99-µs")
 		b.ReportMetric(float64(c50.Microseconds()), "cross-p50-µs")
 		b.ReportMetric(float64(c99.Microseconds()), "cross-p99-µs")
-	}
-}
-
-// BenchmarkCrossReplicaRate raises the rate A publishes at, 2 s per step,
-// until messages to a socket on B are lost (not all delivered within 2 s of
-// the last send) or the publisher cannot keep the pace. It reports the
-// highest rate that passed.
-func BenchmarkCrossReplicaRate(b *testing.B) {
-	dbURL := dbtest.NewDatabaseURL(b)
-	a, bn := startNode(b, dbURL, HubOptions{SendBuffer: 4096}), startNode(b, dbURL, HubOptions{SendBuffer: 4096})
-	for range b.N {
-		best := 0
-		for _, rate := range []int{1000, 2000, 5000, 10000, 20000, 30000, 40000, 60000, 80000} {
-			user := uuid.NewString()
-			r := newReceiver(b, bn, user)
-			count := rate * 2
-			achieved := pace(b, a.bus, user, rate, count)
-			deadline := time.Now().Add(2 * time.Second)
-			for r.got.Load() < int64(count) && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			got := r.got.Load()
-			_, p99, _ := r.percentiles()
-			b.Logf("target %6d msg/s: sent at %7.0f msg/s, delivered %d/%d, cross-replica p99 %s", rate, achieved, got, count, p99)
-			if got < int64(count) || achieved < 0.95*float64(rate) {
-				break
-			}
-			best = rate
-		}
-		b.Logf("highest sustained cross-replica rate with no loss: %d msg/s", best)
-		b.ReportMetric(float64(best), "max-cross-msg/s")
 	}
 }
 

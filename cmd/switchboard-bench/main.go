@@ -9,6 +9,7 @@
 //
 //	go run ./cmd/switchboard-bench                   # writes docs/benchmarks.md
 //	go run ./cmd/switchboard-bench -bench Lag -out -  # one benchmark, to stdout
+//	go run ./cmd/switchboard-bench -bench Stored -keep # rerun a subset; other packages' sections stay
 package main
 
 import (
@@ -32,6 +33,7 @@ type options struct {
 	out       string
 	timeout   time.Duration
 	verbose   bool
+	keep      bool
 }
 
 func main() {
@@ -46,6 +48,7 @@ func realMain() int {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the report, relative to the module root; - for stdout")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "go test -timeout per package")
 	flag.BoolVar(&o.verbose, "v", false, "echo go test's output")
+	flag.BoolVar(&o.keep, "keep", false, "keep the sections of packages this run measures nothing in from the existing -out file (with their date), so a -bench subset updates the report instead of replacing it (a package this run measures is rewritten whole)")
 	flag.Parse()
 	if _, err := regexp.Compile(o.bench); err != nil {
 		fmt.Fprintln(os.Stderr, "switchboard-bench: -bench:", err)
@@ -73,6 +76,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("no func Benchmark in any test file under %s", root)
 	}
 	rep := newReport(ctx)
+	if o.keep && o.out != "-" {
+		old, err := os.ReadFile(filepath.Join(root, o.out))
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		rep.keep(string(old))
+	}
 	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
 		fmt.Fprintf(os.Stderr, "· %s\n", pkg)
 		res, meta, err := runPackage(ctx, root, pkg, o)

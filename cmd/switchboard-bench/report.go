@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -20,6 +21,56 @@ type report struct {
 	cpu       string
 	pkgs      []pkgResult
 	failed    int
+	loadStart string                 // /proc/loadavg's 1-minute figure when the run began
+	kept      map[string]keptSection // -keep: package → its section in the previous report
+}
+
+// loadAverage is the 1-minute load average, "" where /proc/loadavg is not.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// keptSection is a package's section of a previous report and when it was
+// measured.
+type keptSection struct {
+	body, date string
+}
+
+var (
+	sectionHead = regexp.MustCompile("(?m)^## `([^`]+)`\n\n")
+	notRerun    = regexp.MustCompile("(?m)^_Not rerun: kept \\(-keep\\) from the report of ([^.]*)\\._\n\n")
+	dateRow     = regexp.MustCompile(`(?m)^\| date \| ([^|]*) \|`)
+)
+
+// keep reads a previous report, so that the packages this run does not
+// measure keep their sections (with the date they were measured).
+func (r *report) keep(old string) {
+	r.kept = map[string]keptSection{}
+	reportDate := "an unknown date"
+	if m := dateRow.FindStringSubmatch(old); m != nil {
+		reportDate = strings.TrimSpace(m[1])
+	}
+	heads := sectionHead.FindAllStringSubmatchIndex(old, -1)
+	for i, h := range heads {
+		end := len(old)
+		if i+1 < len(heads) {
+			end = heads[i+1][0]
+		}
+		body := old[h[1]:end]
+		date := reportDate
+		if m := notRerun.FindStringSubmatchIndex(body); m != nil && m[0] == 0 {
+			date, body = body[m[2]:m[3]], body[m[1]:] // kept before: keep its own date
+		}
+		r.kept[old[h[2]:h[3]]] = keptSection{body: strings.TrimRight(body, "\n") + "\n", date: date}
+	}
 }
 
 type pkgResult struct {
@@ -30,7 +81,7 @@ type pkgResult struct {
 }
 
 func newReport(ctx context.Context) *report {
-	r := &report{date: time.Now().UTC(), goVersion: runtime.Version()}
+	r := &report{date: time.Now().UTC(), goVersion: runtime.Version(), loadStart: loadAverage()}
 	if out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output(); err == nil {
 		r.goVersion = strings.TrimSpace(string(out)) // the toolchain that ran the benchmarks
 	}
@@ -62,13 +113,33 @@ func (r *report) markdown(o options) string {
 		fmt.Fprintf(&b, "| cpu | %s |\n", r.cpu)
 	}
 	fmt.Fprintf(&b, "| go | %s %s/%s |\n", r.goVersion, runtime.GOOS, runtime.GOARCH)
+	if end := loadAverage(); r.loadStart != "" && end != "" {
+		fmt.Fprintf(&b, "| load average | %s at the start, %s at the end (1 min; other work on the machine counts) |\n", r.loadStart, end)
+	}
 	fmt.Fprintf(&b, "| reproduce | `%s` |\n\n", reproduce(o))
 	b.WriteString("Each figure sits beside its baseline measured in the same run, on the same database and machine " +
 		"(raw River jobs, httprate's in-memory counter, same-replica delivery). PostgreSQL is the one the tests use " +
 		"(TEST_DATABASE_URL, or a private server started by infra/dbtest).\n")
+	ran := map[string]pkgResult{}
 	for _, p := range r.pkgs {
-		if len(p.results) == 0 && p.err == nil {
-			continue // nothing matched -bench here
+		if len(p.results) > 0 || p.err != nil {
+			ran[p.pkg] = p
+		}
+	}
+	all := slices.Sorted(maps.Keys(ran))
+	for pkg := range r.kept {
+		if _, ok := ran[pkg]; !ok {
+			all = append(all, pkg)
+		}
+	}
+	slices.Sort(all)
+	for _, pkg := range all {
+		p, ok := ran[pkg]
+		if !ok {
+			fmt.Fprintf(&b, "\n## `%s`\n\n", pkg)
+			fmt.Fprintf(&b, "_Not rerun: kept (-keep) from the report of %s._\n\n", r.kept[pkg].date)
+			b.WriteString(r.kept[pkg].body)
+			continue
 		}
 		fmt.Fprintf(&b, "\n## `%s`\n\n", p.pkg)
 		if p.err != nil {
@@ -126,6 +197,9 @@ func reproduce(o options) string {
 	}
 	if o.benchtime != "" {
 		cmd += " -benchtime " + o.benchtime
+	}
+	if o.keep {
+		cmd += " -keep"
 	}
 	if o.count != 1 {
 		cmd += fmt.Sprintf(" -count %d", o.count)

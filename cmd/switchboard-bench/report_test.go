@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const sample = `goos: linux
@@ -61,5 +62,50 @@ func TestBaselines(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestKeep: with -keep, packages this run measured nothing in keep their
+// previous sections with the date they were measured, through several
+// partial runs; the packages it measured are rewritten.
+func TestKeep(t *testing.T) {
+	t.Parallel()
+	rs, _ := parse(sample)
+	first := &report{date: time.Date(2026, 11, 30, 4, 15, 0, 0, time.UTC), goVersion: "go1"}
+	first.add("./web", nil, rs[:2], meta{}, nil)
+	first.add("./workers", nil, rs[5:], meta{}, nil)
+	old := first.markdown(options{bench: "."})
+
+	second := &report{date: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), goVersion: "go1"}
+	second.keep(old)
+	second.add("./realtime", nil, rs[3:5], meta{}, nil)
+	second.add("./web", nil, nil, meta{}, nil) // matched nothing this time
+	mid := second.markdown(options{bench: "Idle|Delivery", keep: true})
+
+	third := &report{date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), goVersion: "go1"}
+	third.keep(mid)
+	third.add("./workers", nil, rs[5:6], meta{}, nil)
+	out := third.markdown(options{bench: "Throughput/river", keep: true})
+
+	for _, want := range []string{
+		"## `./realtime`\n\n_Not rerun: kept (-keep) from the report of 2026-12-01 10:00 UTC._\n\n",
+		"## `./web`\n\n_Not rerun: kept (-keep) from the report of 2026-11-30 04:15 UTC._\n\n",
+		"`AuthLimit/httprate-memory/clients=8`",
+		"| `IdleConnectionMemory` | 33.18 KiB/conn |",
+		"| date | 2026-12-02 10:00 UTC |",
+		"-bench 'Throughput/river' -keep",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "publish_task_runs") {
+		t.Errorf("./workers was rerun but its old rows stayed:\n%s", out)
+	}
+	if n := strings.Count(out, "## `"); n != 3 {
+		t.Errorf("%d sections, want 3:\n%s", n, out)
+	}
+	if strings.Index(out, "`./realtime`") > strings.Index(out, "`./web`") || strings.Index(out, "`./web`") > strings.Index(out, "`./workers`") {
+		t.Errorf("sections out of order:\n%s", out)
 	}
 }
