@@ -71,26 +71,19 @@ type WSLimits struct {
 }
 
 // Load reads the environment into a Config and validates it for serve.
-func Load() (Config, error) {
-	c, err := read()
-	if err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
-}
+func Load() (Config, error) { return load((*Config).Validate) }
 
 // LoadDatabase reads the environment for the commands that only use the
 // database (migrate, admin): the secrets and the serving settings are not
 // required or checked.
-func LoadDatabase() (Config, error) {
+func LoadDatabase() (Config, error) { return load((*Config).ValidateDatabase) }
+
+func load(validate func(*Config) error) (Config, error) {
 	c, err := read()
 	if err != nil {
 		return Config{}, err
 	}
-	if err := c.ValidateDatabase(); err != nil {
+	if err := validate(&c); err != nil {
 		return Config{}, err
 	}
 	return c, nil
