@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,6 +86,12 @@ func backfillTicks(task Task, from, to, now time.Time) ([]time.Time, error) {
 		return nil, invalid("to", "to must not be in the future: backfill covers past ticks")
 	case to.Sub(from) > MaxBackfillSpan:
 		return nil, invalid("from", "a backfill covers at most 366 days")
+	}
+	if strings.HasPrefix(strings.TrimSpace(*task.Schedule), "@every") {
+		// @every counts from whenever it is asked: its ticks have no fixed
+		// instants, so a backfill could not match the claimed ones and two
+		// backfills could run one period twice.
+		return nil, invalid("schedule", "an @every schedule has no fixed ticks to backfill; use a cron expression")
 	}
 	s, err := ParseSchedule(*task.Schedule, task.Timezone)
 	if err != nil {

@@ -2,7 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	"github.com/switchboard/switchboard/infra/db"
 )
 
 func TestRunsRescued(t *testing.T) {
@@ -56,5 +59,35 @@ func TestRunsRescued(t *testing.T) {
 		if n := b.count(t, `SELECT count(*) FROM task_run_attempts WHERE run_id = $1 AND attempt = 2 AND status = 'interrupted' AND finished_at IS NOT NULL`, id); n != 1 {
 			t.Fatalf("run %s: the attempt on the dead node was not closed as interrupted", id)
 		}
+	}
+}
+
+// TestLateWorkerCannotOverwriteALaterAttempt: a worker its node was taken
+// for dead finishes attempt 1 after the rescued run started attempt 2
+// elsewhere: the run keeps attempt 2's state.
+func TestLateWorkerCannotOverwriteALaterAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
+	run, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	if _, err := StartRun(ctx, b.pool, run.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RunsRescued(ctx, b.pool, []RescuedRun{{RunID: run.ID, DeadNode: "node-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartRun(ctx, b.pool, run.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := FinishAttempt(ctx, b.pool, run.ID, Outcome{Attempt: 1, Status: StatusSucceeded, HTTPStatus: 200})
+	if !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("late attempt 1 recorded: %v", err)
+	}
+	if r, err := GetRun(ctx, b.pool, b.owner, run.ID); err != nil || r.Status != StatusRunning || r.Attempt != 2 {
+		t.Fatalf("run after the late worker: %+v %v", r, err)
+	}
+	if _, err := FinishAttempt(ctx, b.pool, run.ID, Outcome{Attempt: 2, Status: StatusSucceeded, HTTPStatus: 200}); err != nil {
+		t.Fatalf("attempt 2: %v", err)
 	}
 }

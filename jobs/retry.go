@@ -37,6 +37,10 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerI
 	}
 	return Trigger(ctx, q, client, TriggerRequest{
 		OwnerID: ownerID, TaskID: taskID, Payload: payload, RetryOf: runID,
-		IdempotencyKey: "retry-of:" + runID,
+		IdempotencyKey: retryKeyPrefix + runID,
 	})
 }
+
+// retryKeyPrefix starts the idempotency keys of retries (one retry per
+// run); a trigger from a user may not use it.
+const retryKeyPrefix = "retry-of:"

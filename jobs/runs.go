@@ -243,7 +243,7 @@ func (o Outcome) attemptStatus() string {
 // FinishAttempt records an attempt's outcome on its record and the run,
 // and returns the run. A run going back to queued keeps its error so users
 // see why it is retried. A cancelled run stays cancelled (db.ErrNotFound),
-// and so does its attempt.
+// and so does its attempt; so does a run already on a later attempt.
 func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
 	var r Run
 	err := q.QueryRow(ctx, `
@@ -255,7 +255,10 @@ func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, 
 		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
 			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
 			next_attempt_at = $9
-		WHERE r.id = $1 AND r.status <> 'cancelled'
+		-- why: the attempt too, so a worker its node was declared dead under
+		-- (its run rescued and started again elsewhere) cannot overwrite the
+		-- newer attempt's run.
+		WHERE r.id = $1 AND r.status <> 'cancelled' AND r.attempt = $8
 		RETURNING `+runColumns,
 		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds(),
 		o.attemptStatus(), o.Attempt, o.NextAttemptAt).Scan(runDest(&r)...)

@@ -64,6 +64,9 @@ func (r *TriggerRequest) validate(now time.Time) error {
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return invalid("idempotency_key", "idempotency_key must be at most %d bytes", MaxIdempotencyKey)
 	}
+	if strings.HasPrefix(r.IdempotencyKey, retryKeyPrefix) && r.RetryOf == "" {
+		return invalid("idempotency_key", "idempotency_key may not start with %q: retries use those keys", retryKeyPrefix)
+	}
 	if strings.ContainsFunc(r.IdempotencyKey, unicode.IsControl) {
 		return invalid("idempotency_key", "idempotency_key cannot contain control characters")
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func onDemandTask(name string) map[string]any {
@@ -148,6 +150,7 @@ func TestTriggerInput(t *testing.T) {
 			"run_at not a time":    `{"run_at":"tomorrow"}`,
 			"key too long":         map[string]any{"idempotency_key": strings.Repeat("k", 256)},
 			"key with a control":   map[string]any{"idempotency_key": "a\u0007b"},
+			"a retry's key":        map[string]any{"idempotency_key": "retry-of:00000000-0000-0000-0000-000000000001"},
 			"payload too big":      map[string]any{"payload": strings.Repeat("x", 65<<10)},
 			"payload not JSON":     `{"payload": nope}`,
 			"unknown field":        map[string]any{"paylod": 1},
@@ -273,6 +276,9 @@ func TestRetryAndDeadLetterAPI(t *testing.T) {
 		t.Fatalf("retry of a cancelled run: %d %s", res.status, res.raw)
 	}
 	requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/bad/retry", nil, token), http.StatusUnprocessableEntity)
+	if res := b.do(t, http.MethodPost, "/v1/runs/"+uuid.NewString()+"/retry", nil, token); res.status != http.StatusNotFound || res.body["detail"] != "no such run" {
+		t.Fatalf("retry of an unknown run: %d %s", res.status, res.raw)
+	}
 	other, _ := b.register(t, "retry-other@example.com")
 	requireProblem(t, b.do(t, http.MethodPost, "/v1/runs/"+failed+"/retry", nil, other), http.StatusNotFound)
 
@@ -365,8 +371,11 @@ func TestBackfillAPI(t *testing.T) {
 	}
 
 	secondly := webhookTask("secondly")
-	secondly["schedule"] = "@every 1s"
+	secondly["schedule"] = "* * * * * *"
 	sid := b.createTask(t, token, secondly)["id"].(string)
+	every := webhookTask("every")
+	every["schedule"] = "@every 1h"
+	eid := b.createTask(t, token, every)["id"].(string)
 	od := b.createTask(t, token, onDemandTask("od"))["id"].(string)
 	now := time.Now()
 	for name, req := range map[string]struct {
@@ -378,6 +387,7 @@ func TestBackfillAPI(t *testing.T) {
 		"to in future":   {path, day, now.Add(time.Hour)},
 		"over a year":    {path, day.AddDate(-2, 0, 0), day},
 		"on-demand task": {"/v1/tasks/" + od + "/backfill", day, day.AddDate(0, 0, 1)},
+		"@every task":    {"/v1/tasks/" + eid + "/backfill", day, day.AddDate(0, 0, 1)},
 		"not a time":     {path, "yesterday", day},
 		"malformed id":   {"/v1/tasks/nope/backfill", day, day.AddDate(0, 0, 1)},
 	} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -187,6 +188,8 @@ func (s *Server) retryRun(ctx context.Context, in *runActionInput) (*triggerOutp
 	switch {
 	case errors.Is(err, jobs.ErrRunNotRetryable):
 		return nil, huma.Error409Conflict("only a failed or cancelled run can be retried")
+	case errors.Is(err, db.ErrNotFound):
+		return nil, huma.Error404NotFound("no such run")
 	case err != nil:
 		return nil, s.taskError(ctx, err)
 	case res.Replayed:

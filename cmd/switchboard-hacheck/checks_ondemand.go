@@ -29,7 +29,7 @@ func (h *harness) checkKillOnDemand(ctx context.Context) (figures, error) {
 	vr := h.cl.replicas[victim]
 	alt := (victim + 1) % len(h.cl.replicas)
 	f.add("victim", vr.Name())
-	body := webhookTask("hacheck-backfill", "@every 1s", h.rec.url("/backfill/", 0))
+	body := webhookTask("hacheck-backfill", "* * * * * *", h.rec.url("/backfill/", 0)) // every second, at fixed instants
 	body["active"] = false
 	bt, err := h.createTask(ctx, u, alt, body)
 	if err != nil {
