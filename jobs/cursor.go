@@ -45,22 +45,35 @@ func (p Page) decode() (cursor, error) {
 	if p.Cursor == "" {
 		return cursor{createdAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), id: "ffffffff-ffff-ffff-ffff-ffffffffffff"}, nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+	t, id, err := DecodeCursor(p.Cursor)
 	if err != nil {
-		return cursor{}, ErrBadCursor
-	}
-	ts, id, ok := strings.Cut(string(raw), "|")
-	if !ok {
-		return cursor{}, ErrBadCursor
-	}
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil || uuid.Validate(id) != nil {
-		return cursor{}, ErrBadCursor
+		return cursor{}, err
 	}
 	return cursor{createdAt: t, id: id}, nil
 }
 
-func encodeCursor(createdAt time.Time, id string) string {
+// DecodeCursor reads a cursor EncodeCursor made: the (created_at, id) of
+// the last item of a page. Anything else is ErrBadCursor.
+func DecodeCursor(s string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return time.Time{}, "", ErrBadCursor
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || uuid.Validate(id) != nil {
+		return time.Time{}, "", ErrBadCursor
+	}
+	return t, id, nil
+}
+
+// EncodeCursor is the opaque next_cursor of a page whose last item is
+// (createdAt, id): listings continue from the position, not from a row
+// that may have been deleted since.
+func EncodeCursor(createdAt time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + id))
 }
 
@@ -75,7 +88,7 @@ func collectPage[T any](p Page, rows pgx.Rows, scan func(pgx.CollectableRow) (T,
 		return nonNil(items), "", nil
 	}
 	items = items[:p.limit()]
-	return items, encodeCursor(key(items[len(items)-1])), nil
+	return items, EncodeCursor(key(items[len(items)-1])), nil
 }
 
 func nonNil[T any](s []T) []T {

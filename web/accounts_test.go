@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,12 +247,20 @@ func TestAdminUsersAPI(t *testing.T) {
 			for _, it := range res.body["items"].([]any) {
 				seen[it.(map[string]any)["id"].(string)] = true
 			}
-			if cursor = res.body["next_cursor"].(string); cursor == "" {
+			next, _ := res.body["next_cursor"].(string)
+			if cursor = next; cursor == "" {
 				break
 			}
 		}
 		if !seen[id] || !seen[adminID] {
 			t.Fatalf("paging missed accounts: %v", seen)
+		}
+		// A page that holds exactly the rest ends the listing: next_cursor
+		// is null, not a cursor to an empty page.
+		all := b.do(t, http.MethodGet, "/v1/admin/users?limit=100", nil, admin)
+		n := len(all.body["items"].([]any))
+		if exact := b.do(t, http.MethodGet, "/v1/admin/users?limit="+strconv.Itoa(n), nil, admin); exact.body["next_cursor"] != nil {
+			t.Fatalf("full last page: next_cursor %v", exact.body["next_cursor"])
 		}
 	})
 }
@@ -357,5 +366,28 @@ func TestRequestLogHasTheClientAddress(t *testing.T) {
 	}
 	if got := clientIP(req.Context(), req.RemoteAddr); got == "2001:db8:1:2:3:4:5:6" {
 		t.Fatalf("the rate limit key should be the /64, got %s", got)
+	}
+}
+
+// TestAdminUserPagesSurviveDeletes: the cursor is a position, so a page
+// after an account deleted since goes on with the next account (a cursor
+// naming the account answered an empty last page).
+func TestAdminUserPagesSurviveDeletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin, _ := b.registerAdmin(t, "boss@example.com")
+	_, gone := b.register(t, "gone@example.com")
+	_, kept := b.register(t, "kept@example.com")
+	first := b.do(t, http.MethodGet, "/v1/admin/users?limit=2", nil, admin)
+	items, cursor := first.body["items"].([]any), first.body["next_cursor"]
+	if len(items) != 2 || items[1].(map[string]any)["id"] != gone || cursor == nil {
+		t.Fatalf("first page: %s", first.raw)
+	}
+	if _, err := b.server.opts.Pool.Exec(context.Background(), `DELETE FROM users WHERE id = $1`, gone); err != nil {
+		t.Fatal(err)
+	}
+	next := b.do(t, http.MethodGet, "/v1/admin/users?limit=2&cursor="+cursor.(string), nil, admin)
+	if items := next.body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["id"] != kept || next.body["next_cursor"] != nil {
+		t.Fatalf("page after a deleted account: %s", next.raw)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // Operator routes on accounts: find them, grant and revoke the admin role,
@@ -19,13 +19,13 @@ import (
 type adminUsersInput struct {
 	Email  string `query:"email" maxLength:"254" doc:"only the account with this address (normalised like login does)"`
 	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50"`
-	Cursor string `query:"cursor" maxLength:"64" doc:"next_cursor of the previous page"`
+	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
 type adminUsersOutput struct {
 	Body struct {
-		Items      []User `json:"items" nullable:"false"`
-		NextCursor string `json:"next_cursor" doc:"pass as cursor for the next page; empty on the last"`
+		Items      []User  `json:"items" nullable:"false"`
+		NextCursor *string `json:"next_cursor" doc:"pass as cursor for the next page; null on the last"`
 	}
 }
 
@@ -85,22 +85,14 @@ func (s *Server) adminListUsers(ctx context.Context, in *adminUsersInput) (*admi
 		}
 		return out, nil
 	}
-	after := ""
-	if in.Cursor != "" {
-		id, err := uuid.Parse(in.Cursor)
-		if err != nil {
-			return nil, huma.Error422UnprocessableEntity("cursor is invalid: pass next_cursor from the previous page unchanged")
-		}
-		after = id.String()
+	items, next, err := userList(ctx, s.opts.Pool, in.Cursor, in.Limit)
+	if errors.Is(err, jobs.ErrBadCursor) {
+		return nil, huma.Error422UnprocessableEntity(err.Error(), &huma.ErrorDetail{Location: "query.cursor", Message: err.Error()})
 	}
-	items, err := userList(ctx, s.opts.Pool, after, in.Limit)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	out.Body.Items = items
-	if len(items) == in.Limit {
-		out.Body.NextCursor = items[len(items)-1].ID
-	}
+	out.Body.Items, out.Body.NextCursor = items, nilIfEmpty(next)
 	return out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 const (
@@ -127,26 +128,40 @@ func Admins(ctx context.Context, q db.DB) ([]User, error) {
 	return out, rows.Err()
 }
 
-// userList is a page of accounts, oldest first, after the account with id
-// after ("" for the first page).
-func userList(ctx context.Context, q db.DB, after string, limit int) ([]User, error) {
+// userList is a page of accounts, oldest first: at most limit of them
+// after the position cursor names ("" for the first page), and the cursor
+// of the next page ("" on the last).
+func userList(ctx context.Context, q db.DB, cursor string, limit int) ([]User, string, error) {
+	after, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000"
+	if cursor != "" {
+		var err error
+		if after, afterID, err = jobs.DecodeCursor(cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	// One row more than the page: only then is there a next page.
 	rows, err := q.Query(ctx, `
 		SELECT `+userColumns+` FROM users
-		WHERE $1 = '' OR (created_at, id) > (SELECT created_at, id FROM users WHERE id = nullif($1, '')::uuid)
-		ORDER BY created_at, id LIMIT $2`, after, limit)
+		WHERE (created_at, id) > ($1, $2::uuid)
+		ORDER BY created_at, id LIMIT $3`, after, afterID, limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
+		return nil, "", fmt.Errorf("list users: %w", err)
 	}
 	defer rows.Close()
 	out := []User{}
 	for rows.Next() {
 		var u User
 		if err := scanUser(rows, &u); err != nil {
-			return nil, fmt.Errorf("list users: %w", err)
+			return nil, "", fmt.Errorf("list users: %w", err)
 		}
 		out = append(out, u)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil || len(out) <= limit {
+		return out, "", err
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, jobs.EncodeCursor(last.CreatedAt, last.ID), nil
 }
 
 // account is what every authenticated request reads: whether the account

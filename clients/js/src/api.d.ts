@@ -606,8 +606,8 @@ export interface components {
         };
         AdminUsersOutputBody: {
             items: components["schemas"]["User"][];
-            /** @description pass as cursor for the next page; empty on the last */
-            next_cursor: string;
+            /** @description pass as cursor for the next page; null on the last */
+            next_cursor: string | null;
         };
         ApiKeyCreateInputBody: {
             /**

@@ -407,8 +407,8 @@ type AdminPatchInputBodyRole string
 type AdminUsersOutputBody struct {
 	Items []User `json:"items"`
 
-	// NextCursor pass as cursor for the next page; empty on the last
-	NextCursor string `json:"next_cursor"`
+	// NextCursor pass as cursor for the next page; null on the last
+	NextCursor *string `json:"next_cursor"`
 }
 
 // ApiKeyCreateInputBody defines model for ApiKeyCreateInputBody.
