@@ -15,6 +15,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/switchboard/switchboard/infra/db"
 )
 
 // The console (/console) is a page of plain ES modules and CSS embedded in
@@ -169,6 +171,10 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	var in loginCredentials
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&in); err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "a sign-in body is at most 4 KiB")
+			return
+		}
 		writeProblem(w, http.StatusUnprocessableEntity, "send a JSON body {\"email\",\"password\"}")
 		return
 	}
@@ -214,8 +220,13 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := userByID(r.Context(), s.opts.Pool, p.UserID)
 	switch {
-	case err != nil:
+	case errors.Is(err, db.ErrNotFound):
 		writeProblem(w, http.StatusUnauthorized, accountGone)
+		return
+	case err != nil:
+		// Not the account's fault: an outage must not sign people out.
+		s.opts.Logger.ErrorContext(r.Context(), "console session: read the account", "error", err)
+		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
 		return
 	case u.Disabled:
 		writeProblem(w, http.StatusUnauthorized, accountDisabled)

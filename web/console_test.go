@@ -107,6 +107,8 @@ func TestConsoleSession(t *testing.T) {
 		{"a cross-site fetch", http.MethodGet, "/console/api/v1/me", "", []string{withCookie, withCSRF, "Sec-Fetch-Site: same-site"}, http.StatusForbidden},
 		{"reading the CSRF token cross-site", http.MethodGet, "/console/api/session", "", []string{withCookie, "Sec-Fetch-Site: cross-site"}, http.StatusForbidden},
 		{"signing in from another origin", http.MethodPost, "/console/api/session", `{"email":"console@example.com","password":"correct horse"}`, []string{"Origin: https://evil.test"}, http.StatusForbidden},
+		{"a sign-in body over 4 KiB", http.MethodPost, "/console/api/session", `{"email":"` + strings.Repeat("a", 5000) + `"}`, []string{sameOriginHeader}, http.StatusRequestEntityTooLarge},
+		{"a sign-in body that is not JSON", http.MethodPost, "/console/api/session", `email=a`, []string{sameOriginHeader}, http.StatusUnprocessableEntity},
 		{"signing out without the CSRF token", http.MethodDelete, "/console/api/session", "", []string{withCookie, sameOriginHeader}, http.StatusForbidden},
 		{"a wrong password", http.MethodPost, "/console/api/session", `{"email":"console@example.com","password":"wrong horse"}`, []string{sameOriginHeader}, http.StatusUnauthorized},
 	} {
