@@ -10,6 +10,13 @@
 //	go run ./cmd/switchboard-bench                   # writes docs/benchmarks.md
 //	go run ./cmd/switchboard-bench -bench Lag -out -  # one benchmark, to stdout
 //	go run ./cmd/switchboard-bench -bench Stored -keep # rerun a subset; other packages' sections stay
+//	go run ./cmd/switchboard-bench -count 3            # each figure as min / median / max of 3 runs
+//
+// With -count above 1 every figure is printed as min / median / max over
+// the runs, and a ratio to a baseline is taken run by run (each run beside
+// the baseline measured in the same go test process) before its spread is
+// printed. Each package's section records the load average when it started
+// and ended.
 package main
 
 import (
@@ -85,8 +92,9 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
 		fmt.Fprintf(os.Stderr, "· %s\n", pkg)
+		loadStart := loadAverage()
 		res, meta, err := runPackage(ctx, root, pkg, o)
-		rep.add(pkg, pkgs[pkg], res, meta, err)
+		rep.add(pkg, pkgs[pkg], res, meta, err, [2]string{loadStart, loadAverage()})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "  %v\n", err)
 		}

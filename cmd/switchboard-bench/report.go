@@ -78,6 +78,7 @@ type pkgResult struct {
 	docs    map[string]string // benchmark name → its doc comment
 	results []result
 	err     error
+	load    [2]string // the 1-minute load average when the package started and ended
 }
 
 func newReport(ctx context.Context) *report {
@@ -88,14 +89,81 @@ func newReport(ctx context.Context) *report {
 	return r
 }
 
-func (r *report) add(pkg string, docs map[string]string, res []result, m meta, err error) {
+func (r *report) add(pkg string, docs map[string]string, res []result, m meta, err error, load [2]string) {
 	if m.CPU != "" {
 		r.cpu = m.CPU
 	}
 	if err != nil {
 		r.failed++
 	}
-	r.pkgs = append(r.pkgs, pkgResult{pkg: pkg, docs: docs, results: res, err: err})
+	r.pkgs = append(r.pkgs, pkgResult{pkg: pkg, docs: docs, results: mergeRuns(res), err: err, load: load})
+}
+
+// mergeRuns folds the repeated results of -count into one result per name
+// (in first-seen order) whose metrics carry every run's value and their
+// median.
+func mergeRuns(rs []result) []result {
+	var out []result
+	at := map[string]int{}
+	for _, r := range rs {
+		i, seen := at[r.Name]
+		if !seen {
+			at[r.Name] = len(out)
+			out = append(out, result{Name: r.Name, Iterations: r.Iterations})
+			i = len(out) - 1
+		}
+		for _, m := range r.Metrics {
+			k := slices.IndexFunc(out[i].Metrics, func(o metric) bool { return o.Unit == m.Unit })
+			if k < 0 {
+				out[i].Metrics = append(out[i].Metrics, metric{Unit: m.Unit})
+				k = len(out[i].Metrics) - 1
+			}
+			out[i].Metrics[k].Runs = append(out[i].Metrics[k].Runs, m.Value)
+		}
+	}
+	for i := range out {
+		for k := range out[i].Metrics {
+			m := &out[i].Metrics[k]
+			m.Value = median(m.Runs)
+			if len(m.Runs) == 1 {
+				m.Runs = nil
+			}
+		}
+	}
+	return out
+}
+
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	n := len(s)
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// spread prints one value, or min / median / max over the runs.
+func spread(runs []float64, v float64) string {
+	if len(runs) < 2 {
+		return formatValue(v)
+	}
+	return fmt.Sprintf("%s / %s / %s", formatValue(slices.Min(runs)), formatValue(median(runs)), formatValue(slices.Max(runs)))
+}
+
+// quotient divides a by b run by run (when both ran as often) and prints
+// the spread of the quotients; otherwise the quotient of the medians.
+func quotient(a, b metric) string {
+	if len(a.Runs) > 1 && len(a.Runs) == len(b.Runs) {
+		qs := make([]float64, len(a.Runs))
+		for i := range qs {
+			if b.Runs[i] == 0 {
+				return formatValue(a.Value / b.Value)
+			}
+			qs[i] = a.Runs[i] / b.Runs[i]
+		}
+		return spread(qs, 0)
+	}
+	return formatValue(a.Value / b.Value)
 }
 
 // baselineWord marks a benchmark (one segment of its name) or a metric unit
@@ -150,6 +218,9 @@ func (r *report) markdown(o options) string {
 			continue
 		}
 		writeDocs(&b, p)
+		if p.load[0] != "" && p.load[1] != "" {
+			fmt.Fprintf(&b, "Load average (1 min) %s when this package started, %s when it ended.\n\n", p.load[0], p.load[1])
+		}
 		writeTable(&b, p.results)
 	}
 	return b.String()
@@ -305,7 +376,7 @@ func selfBaselines(r result) string {
 				continue
 			}
 			if slices.Equal(slices.Delete(slices.Clone(mt), at, at+1), slices.Delete(slices.Clone(bt), at, at+1)) {
-				parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", m.Unit, bm.Unit, formatValue(m.Value/bm.Value)))
+				parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", m.Unit, bm.Unit, quotient(m, bm)))
 			}
 		}
 	}
@@ -325,7 +396,7 @@ func figuresOf(r result) string {
 		if m.Unit == "ns/op" && r.Iterations == 1 && len(r.Metrics) > 1 {
 			continue
 		}
-		parts = append(parts, formatValue(m.Value)+" "+m.Unit)
+		parts = append(parts, spread(m.Runs, m.Value)+" "+m.Unit)
 	}
 	return strings.Join(parts, "<br>")
 }
@@ -338,14 +409,14 @@ func ratios(a, base result) string {
 	for _, m := range a.Metrics {
 		for _, bm := range base.Metrics {
 			if bm.Unit == m.Unit && bm.Value != 0 {
-				parts = append(parts, fmt.Sprintf("%s %s×", m.Unit, formatValue(m.Value/bm.Value)))
+				parts = append(parts, fmt.Sprintf("%s %s×", m.Unit, quotient(m, bm)))
 			}
 		}
 	}
 	if len(parts) == 0 {
 		ar, br := rates(a), rates(base)
 		if len(ar) == 1 && len(br) == 1 && br[0].Value != 0 {
-			parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", ar[0].Unit, br[0].Unit, formatValue(ar[0].Value/br[0].Value)))
+			parts = append(parts, fmt.Sprintf("%s ÷ %s = %s×", ar[0].Unit, br[0].Unit, quotient(ar[0], br[0])))
 		}
 	}
 	return strings.Join(parts, "<br>")

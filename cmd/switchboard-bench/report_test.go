@@ -72,19 +72,19 @@ func TestKeep(t *testing.T) {
 	t.Parallel()
 	rs, _ := parse(sample)
 	first := &report{date: time.Date(2026, 11, 30, 4, 15, 0, 0, time.UTC), goVersion: "go1"}
-	first.add("./web", nil, rs[:2], meta{}, nil)
-	first.add("./workers", nil, rs[5:], meta{}, nil)
+	first.add("./web", nil, rs[:2], meta{}, nil, [2]string{})
+	first.add("./workers", nil, rs[5:], meta{}, nil, [2]string{})
 	old := first.markdown(options{bench: "."})
 
 	second := &report{date: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), goVersion: "go1"}
 	second.keep(old)
-	second.add("./realtime", nil, rs[3:5], meta{}, nil)
-	second.add("./web", nil, nil, meta{}, nil) // matched nothing this time
+	second.add("./realtime", nil, rs[3:5], meta{}, nil, [2]string{})
+	second.add("./web", nil, nil, meta{}, nil, [2]string{}) // matched nothing this time
 	mid := second.markdown(options{bench: "Idle|Delivery", keep: true})
 
 	third := &report{date: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), goVersion: "go1"}
 	third.keep(mid)
-	third.add("./workers", nil, rs[5:6], meta{}, nil)
+	third.add("./workers", nil, rs[5:6], meta{}, nil, [2]string{})
 	out := third.markdown(options{bench: "Throughput/river", keep: true})
 
 	for _, want := range []string{
@@ -107,5 +107,39 @@ func TestKeep(t *testing.T) {
 	}
 	if strings.Index(out, "`./realtime`") > strings.Index(out, "`./web`") || strings.Index(out, "`./web`") > strings.Index(out, "`./workers`") {
 		t.Errorf("sections out of order:\n%s", out)
+	}
+}
+
+// TestRepeatedRuns: with -count 3 a benchmark's three results become one
+// row with min / median / max per figure, and its ratio to the baseline is
+// taken run by run (each run beside the baseline measured with it).
+func TestRepeatedRuns(t *testing.T) {
+	t.Parallel()
+	rs, _ := parse(`BenchmarkThroughput/river_noop_jobs-2   1   2000 jobs/s
+BenchmarkThroughput/publish_task_runs-2 1   1000 runs/s
+BenchmarkThroughput/river_noop_jobs-2   1   4000 jobs/s
+BenchmarkThroughput/publish_task_runs-2 1   3600 runs/s
+BenchmarkThroughput/river_noop_jobs-2   1   3000 jobs/s
+BenchmarkThroughput/publish_task_runs-2 1   2100 runs/s
+BenchmarkDeliveryLatency-2   1   200.0 same-p50-µs   400.0 cross-p50-µs
+BenchmarkDeliveryLatency-2   1   100.0 same-p50-µs   300.0 cross-p50-µs
+BenchmarkDeliveryLatency-2   1   300.0 same-p50-µs   300.0 cross-p50-µs
+`)
+	r := &report{date: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), goVersion: "go1"}
+	r.add("./workers", nil, rs, meta{}, nil, [2]string{"1.50", "2.25"})
+	out := r.markdown(options{bench: ".", count: 3})
+	for _, want := range []string{
+		"| `Throughput/publish_task_runs` | 1000 / 2100 / 3600 runs/s | `Throughput/river_noop_jobs` | 2000 / 3000 / 4000 jobs/s | runs/s ÷ jobs/s = 0.5 / 0.7 / 0.9× |",
+		"100.0 / 200.0 / 300.0 same-p50-µs<br>300.0 / 300.0 / 400.0 cross-p50-µs",
+		"cross-p50-µs ÷ same-p50-µs = 1.00 / 2.00 / 3.00×",
+		"Load average (1 min) 1.50 when this package started, 2.25 when it ended.",
+		"-count 3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "`Throughput/publish_task_runs`"); n != 1 {
+		t.Errorf("publish_task_runs appears in %d rows, want 1:\n%s", n, out)
 	}
 }

@@ -33,8 +33,9 @@ type result struct {
 }
 
 type metric struct {
-	Value float64
+	Value float64 // the median over Runs when a benchmark ran more than once
 	Unit  string
+	Runs  []float64 // every run's value, in run order (-count); nil for one run
 }
 
 func (r result) String() string {
