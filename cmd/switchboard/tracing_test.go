@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/logging"
 	"github.com/switchboard/switchboard/infra/testwait"
@@ -51,9 +52,8 @@ func (b *lockedBuffer) lines(msg string) []map[string]any {
 
 // startTracedServer is startServer with tracing on, spans going to exp,
 // and JSON logs (debug level) going to logs.
-func startTracedServer(t *testing.T, exp *tracetest.InMemoryExporter, logs *lockedBuffer) *testServer {
+func startTracedServer(t *testing.T, cfg config.Config, exp *tracetest.InMemoryExporter, logs *lockedBuffer) *testServer {
 	t.Helper()
-	cfg := testConfig(t, dbtest.NewDatabaseURL(t))
 	cfg.WebhookPrivate = true // the target is a local httptest server
 	ctx := context.Background()
 	a, err := newAppWith(ctx, cfg, logging.New(logs, "json", "debug"), appOptions{spanExporter: exp})
@@ -69,14 +69,19 @@ func startTracedServer(t *testing.T, exp *tracetest.InMemoryExporter, logs *lock
 }
 
 // TestTraceFromRequestToWebhookAndSocket: one trace from POST
-// /v1/tasks/{id}/runs through the River job it queued to the traceparent
-// the webhook target receives and the task.run.succeeded publish, each
-// span the child of the step that caused it; the request log and the
-// job's log carry the trace id.
+// /v1/tasks/{id}/runs on a web replica through the River job it queued,
+// worked on a worker replica (the trace context travels in the job's
+// metadata), to the traceparent the webhook target receives and the
+// task.run.succeeded publish, each span the child of the step that caused
+// it; the request log and the job's log carry the trace id.
 func TestTraceFromRequestToWebhookAndSocket(t *testing.T) {
 	t.Parallel()
 	exp, logs := tracetest.NewInMemoryExporter(), &lockedBuffer{}
-	srv := startTracedServer(t, exp, logs)
+	dbURL := dbtest.NewDatabaseURL(t)
+	webCfg, workerCfg := testConfig(t, dbURL), testConfig(t, dbURL)
+	webCfg.Roles, workerCfg.Roles = []string{config.RoleWeb}, []string{config.RoleWorker}
+	srv := startTracedServer(t, webCfg, exp, logs)
+	worker := startTracedServer(t, workerCfg, exp, logs)
 	received := make(chan string, 1)
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { received <- r.Header.Get("traceparent") }))
 	defer hook.Close()
@@ -136,8 +141,18 @@ func TestTraceFromRequestToWebhookAndSocket(t *testing.T) {
 		t.Errorf("the target received traceparent %q, want %q", traceparent, want)
 	}
 
-	requireLogged(t, logs, "request", func(l map[string]any) bool { return l["route"] == "/v1/tasks/{id}/runs" }, request)
-	requireLogged(t, logs, "run attempt recorded", func(l map[string]any) bool { return l["status"] == "succeeded" }, byName["river.work/task_run"])
+	for span, owner := range map[string]*testServer{"POST /v1/tasks/{id}/runs": srv, "river.work/task_run": worker} {
+		if got, _ := byName[span].Resource.Set().Value("service.instance.id"); got.AsString() != owner.nodeID {
+			t.Errorf("%q was recorded by node %q, want %q", span, got.AsString(), owner.nodeID)
+		}
+	}
+	node := func(s *testServer) string { return s.nodeID[:8] }
+	requireLogged(t, logs, "request", func(l map[string]any) bool {
+		return l["route"] == "/v1/tasks/{id}/runs" && l["node_id"] == node(srv)
+	}, request)
+	requireLogged(t, logs, "run attempt recorded", func(l map[string]any) bool {
+		return l["status"] == "succeeded" && l["node_id"] == node(worker)
+	}, byName["river.work/task_run"])
 }
 
 // spanNamed finds an ended span by name.
