@@ -41,7 +41,7 @@ func TestPublishSpan(t *testing.T) {
 	s := spans[0]
 	attrs := map[string]string{}
 	for _, kv := range s.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	switch {
 	case s.Name != "realtime.publish task.run.succeeded":

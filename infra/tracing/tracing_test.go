@@ -43,7 +43,7 @@ func TestResource(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Resource.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["service.version"] != "v1.2.3" || attrs["service.instance.id"] != "node-1" || attrs["service.name"] != cmp.Or(os.Getenv("OTEL_SERVICE_NAME"), "switchboard") {
 		t.Fatalf("resource: %v", attrs)
