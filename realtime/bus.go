@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/infra/startstop"
 	"github.com/switchboard/switchboard/realtime/stream"
@@ -54,6 +55,9 @@ type BusOptions struct {
 	// Store is where stored events (docs/api.md "Streams") are appended
 	// before Publish returns: Streams. Nil: every event is NOTIFY-only.
 	Store appender
+	// TracerProvider gives a Publish made in a traced context (an API
+	// request, a job) a span; nil, tracing off, none.
+	TracerProvider trace.TracerProvider
 	// StopTimeout is the most Stop spends sending what is still queued,
 	// however the database behaves (a hung one included); what is left
 	// then is dropped and counted. Default 5 s.
@@ -208,9 +212,8 @@ func (b *Bus) Start(ctx context.Context) error {
 // ErrStopped afterwards.
 func (b *Bus) Stop() { b.base.Stop() }
 
-// Publish delivers ev to local sockets at once and queues it for the other
-// replicas. Exactly one of To and Room, or neither (everyone).
-func (b *Bus) Publish(ctx context.Context, ev Event) error {
+// publish is Publish (tracing.go wraps it in a span).
+func (b *Bus) publish(ctx context.Context, ev Event) error {
 	if ev.To != "" && ev.Room != "" {
 		return errors.New("publish: an event targets a user or a room, not both")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/jobs"
@@ -42,6 +43,9 @@ type Options struct {
 	// BodyReadTimeout is how long a request's body may take to arrive after
 	// its headers, on every route; default DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// TracerProvider traces every request (a span named after its route);
+	// nil, tracing off, installs nothing.
+	TracerProvider trace.TracerProvider
 	// AllowedOrigins may call the API from a browser (CORS): listed origins
 	// with credentials, "*" any origin without; none: no cross-origin call.
 	AllowedOrigins []string
@@ -112,6 +116,9 @@ func New(opts Options) *Server {
 
 	r := chi.NewRouter()
 	bodyTimeout := cmp.Or(opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	if opts.TracerProvider != nil {
+		r.Use(traceRequests(opts.TracerProvider))
+	}
 	r.Use(bodyDeadline(bodyTimeout), requestID, clientIPs(opts.RateLimits.TrustedProxies, opts.RateLimits.ClientIPHeader, opts.Logger),
 		newRequestMetrics(opts.Registry).middleware, requestLogger(opts.Logger), recoverer(opts.Logger),
 		corsHandler(opts.AllowedOrigins))

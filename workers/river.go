@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/infra/startstop"
 )
@@ -28,6 +29,9 @@ type RiverOptions struct {
 	// without it the client only inserts (web-only replicas).
 	Work    bool
 	Workers Options
+	// TracerProvider traces inserts and worked jobs (riverMiddleware);
+	// nil, tracing off, installs nothing.
+	TracerProvider trace.TracerProvider
 	// StopTimeout is how long Stop lets running jobs finish before it
 	// cancels them; default 25 s.
 	StopTimeout time.Duration
@@ -62,6 +66,7 @@ func NewRiver(opts RiverOptions) (*River, error) {
 			return nil, fmt.Errorf("river config: %w", err)
 		}
 	}
+	cfg.Middleware = append(cfg.Middleware, riverMiddleware(opts.TracerProvider)...)
 	client, err := river.NewClient(riverpgxv5.New(opts.Pool), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

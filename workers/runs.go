@@ -158,9 +158,10 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 		return false
 	}
 	if err != nil {
-		w.logger.Error("record run outcome", "run_id", rc.Run.ID, "error", err)
+		w.logger.ErrorContext(ctx, "record run outcome", "run_id", rc.Run.ID, "error", err)
 		return true
 	}
+	w.logger.DebugContext(ctx, "run attempt recorded", "run_id", run.ID, "status", run.Status, "attempt", run.Attempt)
 	w.announce(ctx, rc.Task.OwnerID, run)
 	return true
 }
@@ -169,7 +170,7 @@ func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {
 	w.metrics.RunStatus(run.Status, 1)
 	err := w.publisher.PublishUser(context.WithoutCancel(ctx), owner, jobs.EventName(run.Status), run)
 	if err != nil {
-		w.logger.Warn("publish run event", "run_id", run.ID, "status", run.Status, "error", err)
+		w.logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "status", run.Status, "error", err)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -39,6 +41,9 @@ type WebhookOptions struct {
 	UserAgent string
 	// MaxRedirects followed (each checked by the guard); default 3.
 	MaxRedirects int
+	// TracerProvider gives each call a span and the target a traceparent
+	// header; nil, tracing off, neither.
+	TracerProvider trace.TracerProvider
 }
 
 // WebhookClient makes signed webhook calls that cannot reach addresses the
@@ -72,7 +77,7 @@ func NewWebhookClient(opts WebhookOptions) *WebhookClient {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	c.http = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
+	c.http = &http.Client{Transport: newTracedTransport(transport, opts.TracerProvider), CheckRedirect: c.checkRedirect}
 	return c
 }
 

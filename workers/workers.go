@@ -152,7 +152,7 @@ func (m *maintenanceWorker) Work(ctx context.Context, job *river.Job[Maintenance
 	if err != nil {
 		return fmt.Errorf("maintenance %s: %w", t.Name, err)
 	}
-	m.logger.Info("maintenance done", "task", t.Name, "affected", n, "duration_ms", time.Since(start).Milliseconds())
+	m.logger.InfoContext(ctx, "maintenance done", "task", t.Name, "affected", n, "duration_ms", time.Since(start).Milliseconds())
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/tracing"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/migrations"
 	"github.com/switchboard/switchboard/realtime"
@@ -36,6 +37,7 @@ type app struct {
 	logger   *slog.Logger
 	nodeID   string
 	embedded *pgembed.Server
+	tracing  *tracing.Tracing
 	pool     *pgxpool.Pool
 	registry *prometheus.Registry
 	river    *workers.River
@@ -96,6 +98,10 @@ func withDatabase(ctx context.Context, cfg config.Config, logger *slog.Logger, f
 // component without starting any. Each build step takes what earlier ones
 // made; the service list says in which order they run.
 func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, error) {
+	return newAppWith(ctx, cfg, logger, appOptions{})
+}
+
+func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
 	a := &app{cfg: cfg, nodeID: uuid.NewString(), registry: metrics.NewRegistry(), serveErr: make(chan error, 1)}
 	a.logger = logger.With("node_id", a.nodeID[:8])
 	var err error
@@ -107,7 +113,12 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	if err := a.newTracing(ctx, opts); err != nil {
+		a.closeDatabase()
+		return nil, err
+	}
 	if err := a.build(); err != nil {
+		a.stopTracing(ctx)
 		a.closeDatabase()
 		return nil, err
 	}
@@ -130,7 +141,7 @@ func (a *app) build() error {
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
-		Cluster: a.cluster, Presence: a.cluster,
+		Cluster: a.cluster, Presence: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
@@ -146,9 +157,10 @@ func (a *app) build() error {
 // then the claim loop, River (running jobs finish while requests are still
 // served, so heartbeats go on and nobody takes them for dead), the
 // sockets, HTTP, the River UI, the bus (what it still holds is sent),
-// cluster membership, the listener.
+// cluster membership, the listener, and last tracing (the spans left).
 func (a *app) serviceList() []service {
 	list := []service{
+		onStop("tracing", a.stopTracing),
 		{name: "listener", start: a.listen, stop: a.closeListener},
 		component("cluster", a.cluster),
 		startWithin(15*time.Second, component("realtime bus", a.bus)),
@@ -168,7 +180,7 @@ func (a *app) serviceList() []service {
 func (a *app) newRiver() (*workers.River, error) {
 	return workers.NewRiver(workers.RiverOptions{
 		Pool: a.pool, Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
-		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(),
+		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(), TracerProvider: a.tracing.TracerProvider(),
 	})
 }
 

@@ -30,7 +30,8 @@ func (a *app) workerOptions() workers.Options {
 	return workers.Options{
 		Logger: a.logger, ClientID: a.nodeID, DB: a.pool,
 		Publisher: a.bus, Metrics: a.jobs.metrics,
-		Webhook:            workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version},
+		Webhook: workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version,
+			TracerProvider: a.tracing.TracerProvider()},
 		RunRetention:       a.cfg.RunRetention,
 		StreamRetention:    stream.Retention{MaxEvents: a.cfg.StreamMaxEvents, MaxAge: a.cfg.StreamMaxAge},
 		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate(), a.apiKeyRate()),

@@ -19,7 +19,8 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 			Limits: frameLimits(a.cfg.WSLimits), SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool}})
 	}
 	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
-		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
+		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
+		TracerProvider: a.tracing.TracerProvider()})
 	if hub != nil {
 		hub.PublishThrough(bus)
 	}

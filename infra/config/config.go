@@ -53,6 +53,7 @@ type Config struct {
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may call the API from (CORS; listed origins with credentials, * without) and open WebSockets from, or *; default: no cross-origin API calls, WebSockets from the request's own host"`
 	WSLimits
+	Tracing
 }
 
 // WSLimits bound what clients send over WebSockets. Frame limits are token
@@ -214,6 +215,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.WSLimits.validate()...)
+	errs = append(errs, c.Tracing.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))
 	}

@@ -1,5 +1,6 @@
 // Package logging builds the one *slog.Logger the process uses: JSON in
-// production, text on a terminal.
+// production, text on a terminal; a line logged with a traced context
+// carries its trace_id and span_id.
 package logging
 
 import (
@@ -22,9 +23,9 @@ func New(w io.Writer, format, level string) *slog.Logger {
 		}
 	}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(traceHandler{slog.NewTextHandler(w, opts)})
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(traceHandler{slog.NewJSONHandler(w, opts)})
 }
 
 func isTerminal(w io.Writer) bool {
