@@ -159,10 +159,10 @@ func (l *local) spend(key string, s slot) (prev, curr int, ok bool) {
 }
 
 // shareSize is how many requests to ask Postgres for the next time key's
-// share runs out: twice the last share if it was spent within the window it
-// was taken in (a busy key), else what was spent of it (at least one), never
+// share runs out: eight times the last share if it was all spent (a busy
+// key), else half of it (it expired with its window partly unspent), never
 // more than most.
-func (l *local) shareSize(key string, s slot, most int) int {
+func (l *local) shareSize(key string, most int) int {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -170,12 +170,16 @@ func (l *local) shareSize(key string, s slot, most int) int {
 	if !ok || c.lease.size == 0 {
 		return 1
 	}
-	n := max(c.lease.spent, 1)
-	if c.window.Equal(s.current) && c.lease.left == 0 && c.lease.spent == c.lease.size {
-		n = 2 * c.lease.size
+	n := max(c.lease.size/2, c.lease.spent, 1)
+	if c.lease.spent == c.lease.size {
+		n = growth * c.lease.size
 	}
 	return min(n, max(most, 1))
 }
+
+// growth is how much faster than its last share a busy key asks for: a key
+// reaches a share of a thousand in four statements.
+const growth = 8
 
 // grant records a share of n requests taken from Postgres, with the counts
 // before it; the first of them is spent at once by the request that asked.

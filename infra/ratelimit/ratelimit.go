@@ -6,8 +6,8 @@
 // A busy key is not one statement per request: a replica takes a share of
 // the key's window in one statement (the share is counted in Postgres at
 // once, so the cluster never admits more than the limit) and decides the
-// next requests from it in memory. Shares start at one request, double
-// while a key spends them within their window, and never exceed
+// next requests from it in memory. Shares start at one request, grow
+// eightfold while a key spends them, and never exceed
 // Options.Share of the limit (default 1/32): a share left unspent when its
 // window ends expires, so with R replicas on one key the cluster admits at
 // most R/32 of a window less than the limit, never more. Limits under 64
@@ -92,7 +92,11 @@ func (s *Store) FallingBack() bool { return s.degraded.Load() }
 func (s *Store) Limiter(name string, r Rate) *Limiter {
 	limit, length := r.Window()
 	share := max(int(float64(limit)*s.opts.Share), 1)
-	return &Limiter{name: name, prefix: name + ":", limit: limit, share: share, length: length, store: s, local: newLocal(length)}
+	l := &Limiter{name: name, prefix: name + ":", limit: limit, share: share, length: length, store: s, local: newLocal(length)}
+	// Resolved once: a decision from a share is a few map operations, and
+	// looking labels up each time would be most of its cost.
+	l.allowedFromShare = s.metrics.decisions.WithLabelValues(name, "allowed", SourcePostgres)
+	return l
 }
 
 // Limiter is one limit (auth per IP, API per user, ...) over any number of
@@ -104,6 +108,8 @@ type Limiter struct {
 	length       time.Duration
 	store        *Store
 	local        *local
+
+	allowedFromShare prometheus.Counter
 }
 
 // Decision is the outcome of one request, with what httprate's headers say.
@@ -132,7 +138,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 	if l.store.degraded.Load() {
 		return l.fallback(key)
 	}
-	if d, ok := l.spend(key); ok {
+	if d, ok := l.spend(key, slotAt(l.store.now(), l.length)); ok {
 		return d
 	}
 	unlock, err := l.local.lock(ctx, key)
@@ -143,10 +149,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 	if l.store.degraded.Load() {
 		return l.fallback(key)
 	}
-	if d, ok := l.spend(key); ok {
+	s := slotAt(l.store.now(), l.length)
+	if d, ok := l.spend(key, s); ok {
 		return d // a request queued before this one took a share
 	}
-	s := slotAt(l.store.now(), l.length)
 	if prev, curr := l.local.peek(key, s); !allows(s.rate(prev, curr), 1, l.limit) {
 		return l.decided(s, prev, curr, false, SourceCache)
 	}
@@ -164,20 +170,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 }
 
 // spend decides a request from this replica's share of key's window.
-func (l *Limiter) spend(key string) (Decision, bool) {
-	s := slotAt(l.store.now(), l.length)
+func (l *Limiter) spend(key string, s slot) (Decision, bool) {
 	prev, curr, ok := l.local.spend(key, s)
 	if !ok {
 		return Decision{}, false
 	}
-	return l.decided(s, prev, curr, true, SourcePostgres), true
+	l.allowedFromShare.Inc()
+	return l.headers(s, prev, curr, true, SourcePostgres), true
 }
 
 // takeShare asks Postgres for the next share of key's window. A share
 // larger than what is left of the limit is refused whole, so then it asks
 // once more for what the refusal says is left.
 func (l *Limiter) takeShare(ctx context.Context, key string, s slot) (taken, int, error) {
-	n := l.local.shareSize(key, s, l.share)
+	n := l.local.shareSize(key, l.share)
 	t, err := l.store.take(ctx, key, s, l.limit, n)
 	if err != nil || t.ok || n == 1 {
 		return t, n, err
@@ -204,14 +210,21 @@ func (l *Limiter) fallback(key string) Decision {
 // decided builds the decision from the counts before the request, with
 // httprate's arithmetic for the headers.
 func (l *Limiter) decided(s slot, prev, curr int, ok bool, source string) Decision {
-	rate := int(s.rate(prev, curr) + 0.5)
-	d := Decision{Allowed: ok, Limit: l.limit, Window: l.length, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
 	outcome := "allowed"
 	if !ok {
-		d.RetryAfter = s.retryAfter(prev, curr, 1, l.limit)
 		outcome = "limited"
 	}
 	l.store.metrics.decisions.WithLabelValues(l.name, outcome, source).Inc()
+	return l.headers(s, prev, curr, ok, source)
+}
+
+// headers is the decision without its metric.
+func (l *Limiter) headers(s slot, prev, curr int, ok bool, source string) Decision {
+	rate := int(s.rate(prev, curr) + 0.5)
+	d := Decision{Allowed: ok, Limit: l.limit, Window: l.length, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
+	if !ok {
+		d.RetryAfter = s.retryAfter(prev, curr, 1, l.limit)
+	}
 	return d
 }
 
