@@ -153,10 +153,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 	if d, ok := l.spend(key, s); ok {
 		return d // a request queued before this one took a share
 	}
-	if prev, curr := l.local.peek(key, s); !allows(s.rate(prev, curr), 1, l.limit) {
+	prev, curr := l.local.peek(key, s)
+	if !allows(s.rate(prev, curr), 1, l.limit) {
 		return l.decided(s, prev, curr, false, SourceCache)
 	}
-	t, n, err := l.takeShare(ctx, key, s)
+	t, n, err := l.takeShare(ctx, key, s, l.limit-int(math.Round(s.rate(prev, curr))))
 	if err != nil {
 		l.store.failed(ctx, err)
 		return l.fallback(key)
@@ -179,11 +180,12 @@ func (l *Limiter) spend(key string, s slot) (Decision, bool) {
 	return l.headers(s, prev, curr, true, SourcePostgres), true
 }
 
-// takeShare asks Postgres for the next share of key's window. A share
-// larger than what is left of the limit is refused whole, so then it asks
-// once more for what the refusal says is left.
-func (l *Limiter) takeShare(ctx context.Context, key string, s slot) (taken, int, error) {
-	n := l.local.shareSize(key, l.share)
+// takeShare asks Postgres for the next share of key's window, no larger
+// than what this replica last saw left of the limit. A share larger than
+// what is left is refused whole, so then it asks once more for what the
+// refusal says is left.
+func (l *Limiter) takeShare(ctx context.Context, key string, s slot, seenLeft int) (taken, int, error) {
+	n := min(l.local.shareSize(key, l.share), max(seenLeft, 1))
 	t, err := l.store.take(ctx, key, s, l.limit, n)
 	if err != nil || t.ok || n == 1 {
 		return t, n, err
