@@ -85,10 +85,10 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		ID:     opts.ClientID,
 		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
-			QueueDefault:     {MaxWorkers: cmp.Or(opts.MaxWorkers, 100)},
+			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, 100)},
 			// Maintenance jobs are periodic (a minute or more apart) and
 			// their inserts notify the producers; polling for them every
-			// second was the most frequent statement of an idle replica.
+			// second was half the fetches of an idle replica.
 			QueueMaintenance: {MaxWorkers: 2, FetchPollInterval: MaintenancePollInterval},
 		},
 		// A fetch at most every 25ms: with 100 workers that allows about
