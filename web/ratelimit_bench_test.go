@@ -23,7 +23,8 @@ import (
 )
 
 // BenchmarkRateLimitedRoute compares a rate-limited route with our Postgres
-// counter (one statement per decision, no process-wide lock), with httprate's
+// counter (a busy key takes shares of its window, one statement each, and
+// decides from them in memory; no process-wide lock), with httprate's
 // stock in-memory limiter, and with httprate's stock limiter around the same
 // Postgres counter (its mutex spans the round trips). Each client has a key
 // of its own and stays under the limit, so every request is allowed and
