@@ -218,7 +218,7 @@ func limitHTTP(l *ratelimit.Limiter, key httprate.KeyFunc) func(http.Handler) ht
 
 // BenchmarkRateLimitedRouteRatio is BenchmarkRateLimitedRoute's comparison
 // made robust to a shared machine's changing load: the in-process limiter
-// and ours take turns, 300 ms each, ten turns each per client count, and
+// and ours take turns, 300 ms each, twenty turns each per client count, and
 // ratio is our requests over theirs in the same turns. Same route, keys,
 // limit and store settings as BenchmarkRateLimitedRoute's "postgres" row.
 //
@@ -241,7 +241,7 @@ func BenchmarkRateLimitedRouteRatio(b *testing.B) {
 	memory := httprate.LimitBy(limit, window, byPeer)(ok)
 	for _, clients := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			const turns, turn = 10, 300 * time.Millisecond
+			const turns, turn = 20, 300 * time.Millisecond
 			var n [2]int
 			before := postgresTime(b, reg)
 			for range turns {
