@@ -20,7 +20,7 @@ var idleSources = []struct {
 	re   *regexp.Regexp
 }{
 	{"tx-control", regexp.MustCompile(`(?i)^\s*(begin|commit|rollback)\b`)},
-	{"claim-loop", regexp.MustCompile(`FROM tasks WHERE active`)},
+	{"claim-loop", regexp.MustCompile(`FROM\s+tasks\s+WHERE\s+active`)},
 	{"heartbeat", regexp.MustCompile(`cluster_nodes`)},
 	{"river-fetch", regexp.MustCompile(`JobGetAvailable`)},
 	{"river-elector", regexp.MustCompile(`Leader`)},
