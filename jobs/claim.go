@@ -100,7 +100,7 @@ func (c *Claimer) Notify() {
 }
 
 func (c *Claimer) loop(ctx context.Context) {
-	wait := rand.N(c.opts.StartJitter)
+	wait, claim := rand.N(c.opts.StartJitter), true
 	for {
 		t := time.NewTimer(wait)
 		select {
@@ -109,17 +109,28 @@ func (c *Claimer) loop(ctx context.Context) {
 			return
 		case <-c.wake:
 			t.Stop()
+			claim = true
 		case <-t.C:
 		}
-		wait = c.round(ctx)
+		wait, claim = c.round(ctx, claim)
 	}
 }
 
-// round claims until no full batch remains and returns how long to sleep:
-// until the earliest due tick, at most MaxSleep.
-func (c *Claimer) round(ctx context.Context) time.Duration {
+// round claims until no full batch remains and returns how long to sleep
+// (until the earliest due tick, at most MaxSleep) and whether to claim
+// when it ends. A round that woke with nothing known to be due (MaxSleep
+// passed) first asks whether anything is: on an idle replica that one
+// statement is the whole round, instead of a claim transaction and then
+// the question. A round woken for a due tick, or by Notify, claims at once.
+func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 	if c.Paused() {
-		return c.opts.MaxSleep
+		return c.opts.MaxSleep, false
+	}
+	if !claim {
+		next, ok := c.untilNext(ctx)
+		if !ok || next > 0 {
+			return c.sleepUntil(next, ok)
+		}
 	}
 	for {
 		n, err := c.ClaimOnce(ctx)
@@ -127,28 +138,46 @@ func (c *Claimer) round(ctx context.Context) time.Duration {
 			if ctx.Err() == nil {
 				c.opts.Logger.Error("claim due tasks", "error", err)
 			}
-			return c.opts.MaxSleep
+			return c.opts.MaxSleep, true
 		}
 		if n < c.opts.BatchSize || ctx.Err() != nil || c.Paused() {
 			break
 		}
 	}
+	return c.sleepUntil(c.untilNext(ctx))
+}
+
+// untilNext reads the backlog into the metrics and returns how long until
+// the earliest due tick (0 or less: due now); ok is false when it could
+// not be read.
+func (c *Claimer) untilNext(ctx context.Context) (time.Duration, bool) {
 	due, next, err := DueStats(ctx, c.opts.DB)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.opts.Logger.Warn("read due tasks", "error", err)
 		}
-		return c.opts.MaxSleep
+		return 0, false
 	}
 	c.opts.Metrics.backlog(due, max(-next, 0))
+	if due > 0 {
+		return min(next, 0), true
+	}
+	return next, true
+}
+
+// sleepUntil turns the time until the next tick into the loop's sleep and
+// whether to claim when it ends.
+func (c *Claimer) sleepUntil(next time.Duration, ok bool) (time.Duration, bool) {
 	switch {
+	case !ok:
+		return c.opts.MaxSleep, true
 	case next <= 0:
 		// Due but locked by another claimer's transaction: look again soon.
-		return 20 * time.Millisecond
+		return 20 * time.Millisecond, true
 	case next > c.opts.MaxSleep:
-		return c.opts.MaxSleep
+		return c.opts.MaxSleep, false
 	}
-	return next + time.Millisecond
+	return next + time.Millisecond, true
 }
 
 // DueStats returns how many active tasks are due and how long until the

@@ -39,7 +39,7 @@ func TestClaimMetrics(t *testing.T) {
 		t.Errorf("queued runs = %v, want 1", got)
 	}
 	// The loop's round records the backlog: one task is still due.
-	c.round(ctx)
+	c.round(ctx, true)
 	if got := testutil.ToFloat64(m.due); got != 0 {
 		t.Errorf("due backlog after the round = %v, want 0 (the round claims it)", got)
 	}

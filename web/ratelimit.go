@@ -50,10 +50,11 @@ var (
 // request decided at a time per replica, whatever the key (the benchmark in
 // ratelimit_bench_test.go shows it flat at any concurrency). Ours keep
 // httprate's algorithm (ratelimit implements it, and its Counter is an
-// httprate.LimitCounter), its headers and its arithmetic, but decide each
-// request in one statement under no lock of ours: requests on different keys
-// never wait for each other, and requests on one key queue on that key alone
-// (on this replica, then on its row in Postgres) for one statement each.
+// httprate.LimitCounter), its headers and its arithmetic, but decide under
+// no lock of ours: requests on different keys never wait for each other, and
+// requests on one key queue on that key alone (on this replica, then on its
+// row in Postgres) for one statement, which takes a share of the key's
+// window that the next requests are decided from (infra/ratelimit).
 type limits struct {
 	store              *ratelimit.Store
 	auth, user, apiKey *ratelimit.Limiter

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 
 // testConfig is a valid configuration for a replica on dbURL listening on a
 // free loopback port. Replicas built from it share their secrets.
-func testConfig(t *testing.T, dbURL string) config.Config {
+func testConfig(t testing.TB, dbURL string) config.Config {
 	t.Helper()
 	cfg := config.Config{
 		DatabaseURL: dbURL, HTTPAddr: "127.0.0.1:0",
@@ -47,7 +47,7 @@ type testServer struct {
 }
 
 // startServer builds and starts a replica and stops it when the test ends.
-func startServer(t *testing.T, cfg config.Config) *testServer {
+func startServer(t testing.TB, cfg config.Config) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	a, err := newApp(ctx, cfg, dbtest.Logger(t))

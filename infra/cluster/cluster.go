@@ -207,18 +207,22 @@ func (c *Cluster) loop(ctx context.Context) {
 }
 
 // beat refreshes this node's row, then rescues the jobs of expired nodes.
+// Refreshing and listing the expired nodes is one statement: an idle node's
+// heartbeat is one round trip.
 func (c *Cluster) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.HeartbeatEvery)
 	defer cancel()
-	if err := nodeUpsert(ctx, c.opts.DB, c.self()); err != nil {
+	rescue := c.opts.RescueJobs != nil && c.mayRescue()
+	dead, err := nodeBeat(ctx, c.opts.DB, c.self(), rescue, c.opts.ExpireAfter)
+	if err != nil {
 		c.healthySince.Store(0)
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
-	if !c.mayRescue() {
+	if !rescue || len(dead) == 0 {
 		return nil
 	}
-	if _, err := c.RescueDead(ctx); err != nil {
+	if _, err := c.rescue(ctx, dead); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
@@ -243,6 +247,11 @@ func (c *Cluster) RescueDead(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("rescue the jobs of dead nodes: %w", err)
 	}
+	return c.rescue(ctx, dead)
+}
+
+// rescue hands dead nodes to Options.RescueJobs.
+func (c *Cluster) rescue(ctx context.Context, dead []string) (int, error) {
 	if len(dead) == 0 {
 		return 0, nil
 	}

@@ -41,10 +41,22 @@ type keyLock struct {
 	refs int
 }
 
-// localCount holds a key's counts in window and the window before it.
+// localCount holds a key's counts in window and the window before it, and
+// this replica's share of the window (lease): requests Postgres already
+// counted in curr that this replica has not spent yet.
 type localCount struct {
 	window     time.Time
 	prev, curr int
+	lease      lease
+}
+
+// lease is a share of a key's current window taken from Postgres in one
+// statement and spent locally. Left tokens expire with the window (they are
+// counted there, so the cluster never admits more than the limit; a share
+// left unspent only refuses that much early). size is the last share taken;
+// spent counts the requests decided from it.
+type lease struct {
+	left, size, spent int
 }
 
 func newLocal(length time.Duration) *local {
@@ -67,8 +79,12 @@ func (c *localCount) at(s slot) (prev, curr int) {
 	return 0, 0
 }
 
-// moveTo shifts c into s's current window.
+// moveTo shifts c into s's current window; a share of an earlier window
+// expires.
 func (c *localCount) moveTo(s slot) {
+	if !c.window.Equal(s.current) {
+		c.lease.left = 0
+	}
 	c.prev, c.curr = c.at(s)
 	c.window = s.current
 }
@@ -122,6 +138,58 @@ func (l *local) observe(key string, s slot, prev, curr int) {
 		if cs.current.Equal(s.current) {
 			c.prev, c.curr = max(c.prev, prev), max(c.curr, curr)
 		}
+	})
+}
+
+// spend decides a request from this replica's share of key's window, if
+// any is left. It returns the counts before the request as the cluster saw
+// them when the share was taken, less the share's unspent part.
+func (l *local) spend(key string, s slot) (prev, curr int, ok bool) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c, found := sh.counts[key]
+	if !found || !c.window.Equal(s.current) || c.lease.left == 0 {
+		return 0, 0, false
+	}
+	prev, curr = c.prev, c.curr-c.lease.left
+	c.lease.left--
+	c.lease.spent++
+	return prev, curr, true
+}
+
+// shareSize is how many requests to ask Postgres for the next time key's
+// share runs out: eight times the last share if it was all spent (a busy
+// key), else half of it (it expired with its window partly unspent), never
+// more than most.
+func (l *local) shareSize(key string, most int) int {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c, ok := sh.counts[key]
+	if !ok || c.lease.size == 0 {
+		return 1
+	}
+	n := max(c.lease.size/2, c.lease.spent, 1)
+	if c.lease.spent == c.lease.size {
+		n = growth * c.lease.size
+	}
+	return min(n, max(most, 1))
+}
+
+// growth is how much faster than its last share a busy key asks for: a key
+// reaches a share of a thousand in four statements.
+const growth = 8
+
+// grant records a share of n requests taken from Postgres, with the counts
+// before it; the first of them is spent at once by the request that asked.
+func (l *local) grant(key string, s slot, prev, curr, n int) {
+	l.update(key, s, func(c *localCount, cs slot) {
+		if !cs.current.Equal(s.current) {
+			return // a later window already started here: the share is stale
+		}
+		c.prev, c.curr = max(c.prev, prev), max(c.curr, curr+n)
+		c.lease = lease{left: n - 1, size: n, spent: 1}
 	})
 }
 

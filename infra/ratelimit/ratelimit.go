@@ -1,7 +1,17 @@
 // Package ratelimit owns request limits that hold for the whole cluster:
 // go-chi/httprate's sliding-window algorithm with the counters in Postgres,
-// one statement per decision, and an in-process fallback so that a database
-// that errors or is slow makes the limits per-replica, never off.
+// and an in-process fallback so that a database that errors or is slow
+// makes the limits per-replica, never off.
+//
+// A busy key is not one statement per request: a replica takes a share of
+// the key's window in one statement (the share is counted in Postgres at
+// once, so the cluster never admits more than the limit) and decides the
+// next requests from it in memory. Shares start at one request, grow
+// eightfold while a key spends them, and never exceed
+// Options.Share of the limit (default 1/32): a share left unspent when its
+// window ends expires, so with R replicas on one key the cluster admits at
+// most R/32 of a window less than the limit, never more. Limits under 64
+// per window are decided one request per statement, exactly.
 package ratelimit
 
 import (
@@ -9,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +29,7 @@ import (
 const (
 	defaultTimeout       = 250 * time.Millisecond
 	defaultProbeInterval = time.Second
+	defaultShare         = 1.0 / 32
 	probeKey             = "ratelimit:probe"
 )
 
@@ -40,6 +52,11 @@ type Options struct {
 	// ProbeInterval between checks whether Postgres answers again while
 	// falling back; default 1 s.
 	ProbeInterval time.Duration
+	// Share is the largest fraction of a limit one replica takes from
+	// Postgres in one statement and spends in memory; default 1/32. A share
+	// under one request (a small limit, or a negative Share) means every
+	// request is decided in Postgres.
+	Share float64
 }
 
 // Store decides requests against counters in Postgres and falls back to
@@ -63,6 +80,7 @@ func NewStore(opts Options) *Store {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.Timeout = cmp.Or(opts.Timeout, defaultTimeout)
 	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, defaultProbeInterval)
+	opts.Share = cmp.Or(opts.Share, defaultShare)
 	return &Store{opts: opts, counter: NewCounter(opts.DB, opts.Timeout), metrics: newMetrics(opts.Registry), now: time.Now}
 }
 
@@ -73,7 +91,12 @@ func (s *Store) FallingBack() bool { return s.degraded.Load() }
 // its keys, so limiters of one store never share counts.
 func (s *Store) Limiter(name string, r Rate) *Limiter {
 	limit, length := r.Window()
-	return &Limiter{name: name, prefix: name + ":", limit: limit, length: length, store: s, local: newLocal(length)}
+	share := max(int(float64(limit)*s.opts.Share), 1)
+	l := &Limiter{name: name, prefix: name + ":", limit: limit, share: share, length: length, store: s, local: newLocal(length)}
+	// Resolved once: a decision from a share is a few map operations, and
+	// looking labels up each time would be most of its cost.
+	l.allowedFromShare = s.metrics.decisions.WithLabelValues(name, "allowed", SourcePostgres)
+	return l
 }
 
 // Limiter is one limit (auth per IP, API per user, ...) over any number of
@@ -81,9 +104,12 @@ func (s *Store) Limiter(name string, r Rate) *Limiter {
 type Limiter struct {
 	name, prefix string
 	limit        int
+	share        int // the most requests taken from Postgres at once
 	length       time.Duration
 	store        *Store
 	local        *local
+
+	allowedFromShare prometheus.Counter
 }
 
 // Decision is the outcome of one request, with what httprate's headers say.
@@ -112,6 +138,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 	if l.store.degraded.Load() {
 		return l.fallback(key)
 	}
+	if d, ok := l.spend(key, slotAt(l.store.now(), l.length)); ok {
+		return d
+	}
 	unlock, err := l.local.lock(ctx, key)
 	if err != nil {
 		return l.fallback(key) // the client went away while queued
@@ -121,16 +150,53 @@ func (l *Limiter) Allow(ctx context.Context, key string) Decision {
 		return l.fallback(key)
 	}
 	s := slotAt(l.store.now(), l.length)
-	if prev, curr := l.local.peek(key, s); !allows(s.rate(prev, curr), 1, l.limit) {
+	if d, ok := l.spend(key, s); ok {
+		return d // a request queued before this one took a share
+	}
+	prev, curr := l.local.peek(key, s)
+	if !allows(s.rate(prev, curr), 1, l.limit) {
 		return l.decided(s, prev, curr, false, SourceCache)
 	}
-	t, err := l.store.take(ctx, key, s, l.limit)
+	t, n, err := l.takeShare(ctx, key, s, l.limit-int(math.Round(s.rate(prev, curr))))
 	if err != nil {
 		l.store.failed(ctx, err)
 		return l.fallback(key)
 	}
-	l.local.observe(key, s, t.prev, t.curr+boolInt(t.ok))
+	if t.ok {
+		l.local.grant(key, s, t.prev, t.curr, n)
+	} else {
+		l.local.observe(key, s, t.prev, t.curr)
+	}
 	return l.decided(s, t.prev, t.curr, t.ok, SourcePostgres)
+}
+
+// spend decides a request from this replica's share of key's window.
+func (l *Limiter) spend(key string, s slot) (Decision, bool) {
+	prev, curr, ok := l.local.spend(key, s)
+	if !ok {
+		return Decision{}, false
+	}
+	l.allowedFromShare.Inc()
+	return l.headers(s, prev, curr, true, SourcePostgres), true
+}
+
+// takeShare asks Postgres for the next share of key's window, no larger
+// than what this replica last saw left of the limit. A share larger than
+// what is left is refused whole, so then it asks once more for what the
+// refusal says is left.
+func (l *Limiter) takeShare(ctx context.Context, key string, s slot, seenLeft int) (taken, int, error) {
+	n := min(l.local.shareSize(key, l.share), max(seenLeft, 1))
+	t, err := l.store.take(ctx, key, s, l.limit, n)
+	if err != nil || t.ok || n == 1 {
+		return t, n, err
+	}
+	left := l.limit - int(math.Round(s.rate(t.prev, t.curr)))
+	if left < 1 {
+		return t, n, nil
+	}
+	n = min(left, n-1)
+	t, err = l.store.take(ctx, key, s, l.limit, n)
+	return t, n, err
 }
 
 func (l *Limiter) fallback(key string) Decision {
@@ -146,14 +212,21 @@ func (l *Limiter) fallback(key string) Decision {
 // decided builds the decision from the counts before the request, with
 // httprate's arithmetic for the headers.
 func (l *Limiter) decided(s slot, prev, curr int, ok bool, source string) Decision {
-	rate := int(s.rate(prev, curr) + 0.5)
-	d := Decision{Allowed: ok, Limit: l.limit, Window: l.length, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
 	outcome := "allowed"
 	if !ok {
-		d.RetryAfter = s.retryAfter(prev, curr, 1, l.limit)
 		outcome = "limited"
 	}
 	l.store.metrics.decisions.WithLabelValues(l.name, outcome, source).Inc()
+	return l.headers(s, prev, curr, ok, source)
+}
+
+// headers is the decision without its metric.
+func (l *Limiter) headers(s slot, prev, curr int, ok bool, source string) Decision {
+	rate := int(s.rate(prev, curr) + 0.5)
+	d := Decision{Allowed: ok, Limit: l.limit, Window: l.length, Reset: s.reset(), Source: source, Remaining: max(l.limit-rate-boolInt(ok), 0)}
+	if !ok {
+		d.RetryAfter = s.retryAfter(prev, curr, 1, l.limit)
+	}
 	return d
 }
 
@@ -165,11 +238,11 @@ func boolInt(b bool) int {
 }
 
 // take asks Postgres within the timeout.
-func (s *Store) take(ctx context.Context, key string, sl slot, limit int) (taken, error) {
+func (s *Store) take(ctx context.Context, key string, sl slot, limit, n int) (taken, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	t, err := s.counter.take(ctx, key, sl, limit, 1)
+	t, err := s.counter.take(ctx, key, sl, limit, n)
 	s.metrics.latency.Observe(time.Since(start).Seconds())
 	return t, err
 }
