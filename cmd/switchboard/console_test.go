@@ -27,16 +27,27 @@ import (
 // The console in headless Chromium against real replicas on a real
 // database. Every page may talk only to its replica: a request to any other
 // host is refused and fails the test. The screenshots in docs/screenshots
-// are written by these tests.
+// are taken by these tests every run and written there when
+// SWITCHBOARD_UPDATE_SCREENSHOTS=1 (so an ordinary test run leaves the
+// working tree as it was):
+//
+//	SWITCHBOARD_UPDATE_SCREENSHOTS=1 go test ./cmd/switchboard/ -run Console
 
 const mobileWidth = 375
 
-// screenshot saves the whole page as docs/screenshots/<name>.png.
+// screenshot takes the whole page and, when asked, saves it as
+// docs/screenshots/<name>.png.
 func screenshot(t *testing.T, page *browsertest.Page, name string) {
 	t.Helper()
 	png, err := chromedp.Run(page.Ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if len(png) == 0 {
+		t.Fatalf("screenshot %s is empty", name)
+	}
+	if os.Getenv("SWITCHBOARD_UPDATE_SCREENSHOTS") != "1" {
+		return
 	}
 	dir := filepath.Join("..", "..", "docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
