@@ -44,7 +44,15 @@ func TestZeroWorkersLoseNothing(t *testing.T) {
 	if _, err := web.pool.Exec(ctx, `UPDATE tasks SET next_run_at = $2 WHERE id = $1`, id, due); err != nil {
 		t.Fatal(err)
 	}
-	status, manual := call(t, http.MethodPost, web.URL+"/v1/tasks/"+id+"/runs", nil, token)
+	// A run triggered on another (on-demand) task: with the overdue task's default
+	// overlap policy (skip), a queued run of its own would make its tick skip.
+	status, onDemand := call(t, http.MethodPost, web.URL+"/v1/tasks", map[string]any{
+		"name": "on demand", "action": map[string]any{"type": "webhook", "url": hook.URL + "/run"},
+	}, token)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, onDemand)
+	}
+	status, manual := call(t, http.MethodPost, web.URL+"/v1/tasks/"+onDemand["id"].(string)+"/runs", nil, token)
 	if status != http.StatusAccepted {
 		t.Fatalf("trigger: %d %v", status, manual)
 	}
@@ -66,24 +74,17 @@ func TestZeroWorkersLoseNothing(t *testing.T) {
 	workerCfg := testConfig(t, dbURL)
 	workerCfg.Roles, workerCfg.WebhookPrivate = []string{config.RoleWorker}, true
 	startServer(t, workerCfg)
-	var scheduled map[string]any
-	testwait.For(t, 20*time.Second, "the tick and the triggered run to succeed on the new worker", func() bool {
+	var scheduled []any
+	testwait.For(t, 30*time.Second, "the tick and the triggered run to succeed on the new worker", func() bool {
 		_, runs := call(t, http.MethodGet, web.URL+"/v1/tasks/"+id+"/runs", nil, token)
-		ok := 0
-		for _, item := range runs["items"].([]any) {
-			r := item.(map[string]any)
-			if r["status"] == "succeeded" {
-				ok++
-			}
-			if r["trigger"] == "schedule" {
-				scheduled = r
-			}
-		}
-		return ok == 2
+		scheduled = runs["items"].([]any)
+		_, r := call(t, http.MethodGet, web.URL+"/v1/runs/"+manual["id"].(string), nil, token)
+		return len(scheduled) > 0 && scheduled[0].(map[string]any)["status"] == "succeeded" && r["status"] == "succeeded"
 	})
 	// Catch-up: the oldest missed tick runs, the two after it are folded in.
-	if scheduled["scheduled_for"] != due.UTC().Format(time.RFC3339) || scheduled["skipped_ticks"] != 2.0 {
-		t.Fatalf("scheduled run %v, want one for %v with 2 skipped ticks", scheduled, due.UTC())
+	run := scheduled[0].(map[string]any)
+	if len(scheduled) != 1 || run["trigger"] != "schedule" || run["scheduled_for"] != due.UTC().Format(time.RFC3339) || run["skipped_ticks"] != 2.0 {
+		t.Fatalf("scheduled runs %v, want one for %v with 2 skipped ticks", scheduled, due.UTC())
 	}
 	if calls.Load() != 2 {
 		t.Fatalf("the webhook was called %d times, want 2", calls.Load())
