@@ -308,6 +308,7 @@ func TestCloudNativePG(t *testing.T) {
 			{"cluster name too long", `cnpg: {enabled: true, clusterName: ` + strings.Repeat("d", 51) + `}`, "clusterName"},
 			{"pool mode is not a parameter", `cnpg: {enabled: true, pooler: {parameters: {pool_mode: session}}}`, "parameters"},
 			{"anti-affinity type", `cnpg: {enabled: true, podAntiAffinityType: sometimes}`, "podAntiAffinityType"},
+			{"a database URL as well", withDB + "\n" + `cnpg: {enabled: true}`, "not used with cnpg.enabled"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
