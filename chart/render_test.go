@@ -55,6 +55,7 @@ var strictYAML = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme
 type rendered struct {
 	objects  []runtime.Object // every kind client-go knows
 	monitors []serviceMonitor // monitoring.coreos.com/v1, not in client-go's scheme
+	custom   []customObject   // KEDA and CloudNativePG kinds, validated against testdata/crds
 	notes    string
 }
 
@@ -166,6 +167,17 @@ func (r *rendered) decode(doc []byte) error {
 		r.monitors = append(r.monitors, sm)
 		return nil
 	}
+	if customKinds[head.APIVersion+" "+head.Kind] {
+		o, err := decodeCustom(doc, head)
+		if err != nil {
+			return err
+		}
+		if err := validateCustom(o); err != nil {
+			return err
+		}
+		r.custom = append(r.custom, o)
+		return nil
+	}
 	obj, _, err := strictYAML.Decode(doc, nil, nil)
 	if err != nil {
 		return err
@@ -178,6 +190,13 @@ func (r *rendered) checkUnique() error {
 	seen := map[string]bool{}
 	for _, o := range r.objects {
 		id := kindName(o)
+		if seen[id] {
+			return fmt.Errorf("%s rendered twice", id)
+		}
+		seen[id] = true
+	}
+	for _, o := range r.custom {
+		id := o.Kind + "/" + o.Name
 		if seen[id] {
 			return fmt.Errorf("%s rendered twice", id)
 		}
@@ -306,6 +325,34 @@ ingress: {enabled: true}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 service: {annotations: {example.com/lb: internal}}`}},
 	{"migrations-off", []string{withDB, `migrations: {enabled: false}`}},
+	{"keda", []string{withDB, `worker: {keda: {enabled: true}}`}},
+	{"keda-prometheus", []string{withDB, `
+worker: {keda: {enabled: true, trigger: prometheus, minReplicaCount: 2, idleReplicaCount: null,
+  prometheus: {serverAddress: "http://prometheus-operated.monitoring.svc:9090"}}}
+serviceMonitor: {enabled: true}`}},
+	{"cnpg", []string{`cnpg: {enabled: true}`}},
+	{"cnpg-keda-everything", []string{`
+secret:
+  existingSecret: switchboard-credentials
+  keys: {jwtSecret: jwt, clusterSecret: cluster}
+cnpg:
+  enabled: true
+  clusterName: sbdb
+  instances: 5
+  imageName: ghcr.io/cloudnative-pg/postgresql:17.6
+  storage: {size: 50Gi, storageClass: fast}
+  podAntiAffinityType: preferred
+  postgresql: {parameters: {max_connections: 300, shared_buffers: 1GB}}
+  resources: {requests: {cpu: "1", memory: 2Gi}}
+  monitoring: {enablePodMonitor: true}
+  pooler:
+    instances: 3
+    parameters: {default_pool_size: 50, max_client_conn: 5000}
+    resources: {requests: {cpu: 100m}}
+worker:
+  keda: {enabled: true, minReplicaCount: 2, maxReplicaCount: 40, targetDemandPerReplica: 50, activationDemand: 1,
+    pollingInterval: 5, cooldownPeriod: 600, scaleDownStabilizationSeconds: 120}
+  pdb: {enabled: true}`}},
 }
 
 // TestRenderStrict renders every scenario; render itself fails on unknown kinds and
@@ -325,6 +372,9 @@ func TestRenderStrict(t *testing.T) {
 			}
 			for i := range r.monitors {
 				metas = append(metas, &r.monitors[i].ObjectMeta)
+			}
+			for i := range r.custom {
+				metas = append(metas, &r.custom[i].ObjectMeta)
 			}
 			for _, m := range metas {
 				if len(m.GetName()) > 63 {

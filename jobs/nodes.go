@@ -24,6 +24,9 @@ type NodeJobs struct {
 	// Publisher announces the rescued runs' new status (task.run.queued or
 	// task.run.failed) to their owners; nil announces nothing.
 	Publisher Publisher
+	// Backlog reads the status's backlog section (shared with the metrics,
+	// cached); nil reads it afresh on each status.
+	Backlog *BacklogReader
 }
 
 // RescuedJob is a River job that was running on a node that stopped
@@ -128,8 +131,9 @@ func jobsRescue(ctx context.Context, q db.DB, deadNodes []string, by string) ([]
 	return rescued, nil
 }
 
-// Work reports the queue, the running jobs by node and the scheduler
-// backlog for the cluster status. It is cluster.Options.Work.
+// Work reports the queue, the running jobs by node, the scheduler backlog
+// and the scaler's figures for the cluster status. It is
+// cluster.Options.Work.
 func (n NodeJobs) Work(ctx context.Context) (cluster.Work, error) {
 	var w cluster.Work
 	var err error
@@ -139,7 +143,14 @@ func (n NodeJobs) Work(ctx context.Context) (cluster.Work, error) {
 	if w.RunningByNode, err = jobsRunningByNode(ctx, n.DB); err != nil {
 		return w, err
 	}
-	w.Scheduler, err = schedulerBacklog(ctx, n.DB)
+	if w.Scheduler, err = schedulerBacklog(ctx, n.DB); err != nil {
+		return w, err
+	}
+	if n.Backlog != nil {
+		w.Backlog, err = n.Backlog.Read(ctx)
+	} else {
+		w.Backlog, err = ReadBacklog(ctx, n.DB)
+	}
 	return w, err
 }
 

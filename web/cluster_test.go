@@ -123,6 +123,12 @@ func TestClusterStatusRoute(t *testing.T) {
 			t.Errorf("scheduler has no %q", k)
 		}
 	}
+	for _, k := range []string{"demand", "available_jobs", "scheduled_jobs", "scheduled_due_jobs", "running_jobs",
+		"oldest_available_age_ms", "due_tasks", "oldest_due_age_ms", "notification_queue_usage"} {
+		if _, ok := res.body["backlog"].(map[string]any)[k]; !ok {
+			t.Errorf("backlog has no %q", k)
+		}
+	}
 	if len(nodes) != 1 || node["id"] != b.cluster.NodeID() || node["reachable"] != true {
 		t.Fatalf("nodes: %v", nodes)
 	}

@@ -85,7 +85,8 @@ var operationExamples = map[string][]example{
 	"cluster-status": {{status: 200, value: `{"nodes":[{"id":"c3a1b2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d","name":"web-1","addr":"10.0.0.5:8080",` +
 		`"roles":["web","worker"],"version":"v1.4.0","started_at":"2026-12-01T08:00:00Z","heartbeat_age_ms":850,"draining":false,` +
 		`"reachable":true,"ws_connections":42,"jobs_running":3}],"queue":{"available":0,"running":3,"scheduled":12,"retryable":1,"discarded":0},` +
-		`"scheduler":{"due_tasks":0,"oldest_due_age_ms":0},"degraded":false}`}},
+		`"scheduler":{"due_tasks":0,"oldest_due_age_ms":0},"backlog":{"demand":6,"available_jobs":0,"scheduled_jobs":13,"scheduled_due_jobs":1,` +
+		`"running_jobs":3,"oldest_available_age_ms":420,"due_tasks":2,"oldest_due_age_ms":150,"notification_queue_usage":0},"degraded":false}`}},
 	"admin-disconnect-user": {{status: 200, value: `{"acked":["c3a1b2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"],"failed":[],"closed":2}`}},
 	"admin-drain-node":      {{status: 200, value: `{"acked":true}`}},
 }

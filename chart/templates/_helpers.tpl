@@ -90,7 +90,10 @@ hook-scoped copy and the pods' checksum all see the same generated values.
 {{- if not (hasKey . "switchboardSecretData") }}
 {{- $keys := .Values.secret.keys }}
 {{- $live := get (lookup "v1" "Secret" .Release.Namespace (include "switchboard.fullname" .) | default dict) "data" | default dict }}
-{{- $data := dict $keys.databaseURL (include "switchboard.databaseURL" . | b64enc) }}
+{{- $data := dict }}
+{{- if not .Values.cnpg.enabled }}
+{{- $_ := set $data $keys.databaseURL (include "switchboard.databaseURL" . | b64enc) }}
+{{- end }}
 {{- $_ := set $data $keys.jwtSecret (.Values.secret.jwtSecret | b64enc | default (get $live $keys.jwtSecret) | default (randAlphaNum 64 | b64enc)) }}
 {{- $_ := set $data $keys.clusterSecret (.Values.secret.clusterSecret | b64enc | default (get $live $keys.clusterSecret) | default (randAlphaNum 64 | b64enc)) }}
 {{- $_ := set . "switchboardSecretData" $data }}
@@ -168,14 +171,22 @@ hook-scoped copy and the pods' checksum all see the same generated values.
 {{- end }}
 {{- end }}
 
-{{/* Secret-backed env: pass (dict "ctx" $ "name" secretName). */}}
+{{/*
+Secret-backed env: pass (dict "ctx" $ "name" secretName), plus "direct" true for the
+migration Job. With cnpg.enabled the database URLs come from the CloudNativePG app Secret
+instead (switchboard.cnpgEnv).
+*/}}
 {{- define "switchboard.secretEnv" -}}
 {{- $keys := .ctx.Values.secret.keys -}}
+{{- if .ctx.Values.cnpg.enabled }}
+{{- include "switchboard.cnpgEnv" . | trim }}
+{{- else }}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
       name: {{ .name }}
       key: {{ $keys.databaseURL }}
+{{- end }}
 - name: SWITCHBOARD_JWT_SECRET
   valueFrom:
     secretKeyRef:
@@ -297,4 +308,60 @@ checksum/secret: {{ include "switchboard.secretData" $ | sha256sum }}
 {{- with $pool.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/* Name of the CloudNativePG Cluster (CloudNativePG allows at most 50 characters). */}}
+{{- define "switchboard.cnpgClusterName" -}}
+{{- .Values.cnpg.clusterName | default (printf "%s-db" (include "switchboard.fullname" . | trunc 47 | trimSuffix "-")) }}
+{{- end }}
+
+{{/* Name of the Pooler, which is also the name of its Service. */}}
+{{- define "switchboard.cnpgPoolerName" -}}
+{{- printf "%s-pooler" (include "switchboard.cnpgClusterName" .) }}
+{{- end }}
+
+{{/* The Secret CloudNativePG generates for the database owner: username, password, uri, ... */}}
+{{- define "switchboard.cnpgAppSecret" -}}
+{{- printf "%s-app" (include "switchboard.cnpgClusterName" .) }}
+{{- end }}
+
+{{/*
+Database env with cnpg.enabled: pass (dict "ctx" $ "direct" bool).
+- DATABASE_URL goes through the Pooler's Service (PgBouncer, transaction mode), built from
+  the app Secret's password (CloudNativePG generates an alphanumeric one, so it needs no
+  escaping); "direct" (the migration Job: goose holds a session advisory lock) uses the
+  Secret's uri, which names the Cluster's -rw Service.
+- SWITCHBOARD_LISTEN_DATABASE_URL: LISTEN needs a session, so the bus and River's notifier
+  connect to the -rw Service directly (the Secret's uri).
+*/}}
+{{- define "switchboard.cnpgEnv" -}}
+{{- $ := .ctx }}
+{{- $secret := include "switchboard.cnpgAppSecret" $ }}
+{{- if get . "direct" }}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: uri
+{{- else }}
+- name: CNPG_APP_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: password
+- name: DATABASE_URL
+  value: {{ printf "postgresql://%s:$(CNPG_APP_PASSWORD)@%s.%s:5432/%s?sslmode=require" $.Values.cnpg.owner (include "switchboard.cnpgPoolerName" $) $.Release.Namespace $.Values.cnpg.database | quote }}
+- name: SWITCHBOARD_DATABASE_POOLING
+  value: transaction
+- name: SWITCHBOARD_LISTEN_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: uri
+{{- end }}
+{{- end }}
+
+{{/* Hook phases of the migration Job: with cnpg.enabled the database is a release object, created after pre-install hooks. */}}
+{{- define "switchboard.migrateHook" -}}
+{{- if .Values.cnpg.enabled }}post-install,pre-upgrade{{ else }}pre-install,pre-upgrade{{ end }}
 {{- end }}

@@ -20,7 +20,11 @@ func (a *app) newCluster() *cluster.Cluster {
 		sockets = a.hub
 		disconnect = func(_ context.Context, userID string) int { return a.hub.DisconnectUserLocal(userID) }
 	}
-	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Publisher: a.bus}
+	// The scaler's figures: exported by every node (web too, so a pool
+	// scaled to zero is still seen) and shown in the status, one cached read.
+	backlog := jobs.NewBacklogReader(jobs.BacklogOptions{DB: a.pool, Logger: a.logger})
+	a.registry.MustRegister(backlog)
+	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Publisher: a.bus, Backlog: backlog}
 	return cluster.New(cluster.Options{
 		DB: a.pool, Logger: a.logger, Registry: a.registry,
 		NodeID: a.nodeID, Name: config.Hostname(), Roles: a.cfg.Roles, Version: version,

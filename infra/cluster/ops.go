@@ -45,12 +45,28 @@ type SchedulerStatus struct {
 	OldestDueAgeMS int64 `json:"oldest_due_age_ms" doc:"how long the oldest due task has waited"`
 }
 
+// Backlog is what a worker-pool autoscaler needs, read in one query
+// (jobs.ReadBacklog); the chart's KEDA trigger scales on Demand.
+type Backlog struct {
+	Demand                 int64   `json:"demand" doc:"available_jobs + scheduled_due_jobs + running_jobs + due_tasks: the work the worker pool has now, the figure the chart's KEDA trigger scales on"`
+	AvailableJobs          int64   `json:"available_jobs" doc:"River jobs waiting for a worker"`
+	ScheduledJobs          int64   `json:"scheduled_jobs" doc:"River jobs scheduled or waiting to retry, due or not"`
+	ScheduledDueJobs       int64   `json:"scheduled_due_jobs" doc:"scheduled or retryable River jobs whose time has come (a worker makes them available)"`
+	RunningJobs            int64   `json:"running_jobs" doc:"River jobs running now"`
+	OldestAvailableAgeMS   int64   `json:"oldest_available_age_ms" doc:"how long the oldest ready job (available, or scheduled and due) has waited; 0 without one"`
+	DueTasks               int64   `json:"due_tasks" doc:"active tasks whose next tick is due and not yet claimed"`
+	OldestDueAgeMS         int64   `json:"oldest_due_age_ms" doc:"how long the oldest due tick has waited; 0 without one"`
+	NotificationQueueUsage float64 `json:"notification_queue_usage" doc:"pg_notification_queue_usage(): the fraction (0 to 1) of PostgreSQL's NOTIFY queue in use"`
+}
+
 // Work is what Options.Work reports for the status: the job queue, the
-// running jobs by the node that fetched them, the scheduler backlog.
+// running jobs by the node that fetched them, the scheduler backlog and the
+// scaler's figures.
 type Work struct {
 	Queue         QueueCounts
 	RunningByNode map[string]int
 	Scheduler     SchedulerStatus
+	Backlog       Backlog
 }
 
 // Status is the whole cluster as one node sees it.
@@ -58,6 +74,7 @@ type Status struct {
 	Nodes     []NodeStatus    `json:"nodes"`
 	Queue     QueueCounts     `json:"queue"`
 	Scheduler SchedulerStatus `json:"scheduler"`
+	Backlog   Backlog         `json:"backlog" doc:"what a worker-pool autoscaler needs, from the database (read at most once a second per node)"`
 	Degraded  bool            `json:"degraded" doc:"true when any node is unreachable"`
 }
 
@@ -99,7 +116,7 @@ func (c *Cluster) Status(ctx context.Context) (Status, error) {
 	if err := <-workDone; err != nil {
 		return Status{}, fmt.Errorf("cluster status: %w", err)
 	}
-	st := Status{Queue: work.Queue, Scheduler: work.Scheduler}
+	st := Status{Queue: work.Queue, Scheduler: work.Scheduler, Backlog: work.Backlog}
 	st.Nodes = make([]NodeStatus, 0, len(answers))
 	for _, a := range answers {
 		ns := NodeStatus{ID: a.node.ID, Name: a.node.Name, Addr: a.node.Addr, Roles: a.node.Roles, Version: a.node.Version,

@@ -31,14 +31,16 @@ func TestStatus(t *testing.T) {
 		nodes[1].sockets.connect("u1")
 		nodes[1].sockets.connect("u2")
 		for _, n := range nodes { // the job queue's figures, as its owner reports them
-			n.setWork(Work{Queue: QueueCounts{Running: 1}, RunningByNode: map[string]int{nodes[2].NodeID(): 1}, Scheduler: SchedulerStatus{DueTasks: 3}})
+			n.setWork(Work{Queue: QueueCounts{Running: 1}, RunningByNode: map[string]int{nodes[2].NodeID(): 1}, Scheduler: SchedulerStatus{DueTasks: 3},
+				Backlog: Backlog{Demand: 5, DueTasks: 3, RunningJobs: 1, AvailableJobs: 1}})
 		}
 		for _, from := range nodes {
 			st, err := from.Status(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Nodes) != 3 || st.Degraded || st.Queue.Running != 1 || st.Scheduler.DueTasks != 3 {
+			if len(st.Nodes) != 3 || st.Degraded || st.Queue.Running != 1 || st.Scheduler.DueTasks != 3 ||
+				st.Backlog != (Backlog{Demand: 5, DueTasks: 3, RunningJobs: 1, AvailableJobs: 1}) {
 				t.Fatalf("status from %s: %+v", from.NodeID(), st)
 			}
 			for _, ns := range st.Nodes {

@@ -700,6 +700,53 @@ export interface components {
              */
             ticks: number;
         };
+        Backlog: {
+            /**
+             * Format: int64
+             * @description River jobs waiting for a worker
+             */
+            available_jobs: number;
+            /**
+             * Format: int64
+             * @description available_jobs + scheduled_due_jobs + running_jobs + due_tasks: the work the worker pool has now, the figure the chart's KEDA trigger scales on
+             */
+            demand: number;
+            /**
+             * Format: int64
+             * @description active tasks whose next tick is due and not yet claimed
+             */
+            due_tasks: number;
+            /**
+             * Format: double
+             * @description pg_notification_queue_usage(): the fraction (0 to 1) of PostgreSQL's NOTIFY queue in use
+             */
+            notification_queue_usage: number;
+            /**
+             * Format: int64
+             * @description how long the oldest ready job (available, or scheduled and due) has waited; 0 without one
+             */
+            oldest_available_age_ms: number;
+            /**
+             * Format: int64
+             * @description how long the oldest due tick has waited; 0 without one
+             */
+            oldest_due_age_ms: number;
+            /**
+             * Format: int64
+             * @description River jobs running now
+             */
+            running_jobs: number;
+            /**
+             * Format: int64
+             * @description scheduled or retryable River jobs whose time has come (a worker makes them available)
+             */
+            scheduled_due_jobs: number;
+            /**
+             * Format: int64
+             * @description River jobs scheduled or waiting to retry, due or not
+             */
+            scheduled_jobs: number;
+        };
         Credentials: {
             /**
              * Format: email
@@ -964,6 +1011,8 @@ export interface components {
             oldest_due_age_ms: number;
         };
         Status: {
+            /** @description what a worker-pool autoscaler needs, from the database (read at most once a second per node) */
+            backlog: components["schemas"]["Backlog"];
             /** @description true when any node is unreachable */
             degraded: boolean;
             nodes: components["schemas"]["NodeStatus"][];

@@ -505,6 +505,36 @@ type BackfillOutputBody struct {
 	Ticks int64 `json:"ticks"`
 }
 
+// Backlog defines model for Backlog.
+type Backlog struct {
+	// AvailableJobs River jobs waiting for a worker
+	AvailableJobs int64 `json:"available_jobs"`
+
+	// Demand available_jobs + scheduled_due_jobs + running_jobs + due_tasks: the work the worker pool has now, the figure the chart's KEDA trigger scales on
+	Demand int64 `json:"demand"`
+
+	// DueTasks active tasks whose next tick is due and not yet claimed
+	DueTasks int64 `json:"due_tasks"`
+
+	// NotificationQueueUsage pg_notification_queue_usage(): the fraction (0 to 1) of PostgreSQL's NOTIFY queue in use
+	NotificationQueueUsage float64 `json:"notification_queue_usage"`
+
+	// OldestAvailableAgeMs how long the oldest ready job (available, or scheduled and due) has waited; 0 without one
+	OldestAvailableAgeMs int64 `json:"oldest_available_age_ms"`
+
+	// OldestDueAgeMs how long the oldest due tick has waited; 0 without one
+	OldestDueAgeMs int64 `json:"oldest_due_age_ms"`
+
+	// RunningJobs River jobs running now
+	RunningJobs int64 `json:"running_jobs"`
+
+	// ScheduledDueJobs scheduled or retryable River jobs whose time has come (a worker makes them available)
+	ScheduledDueJobs int64 `json:"scheduled_due_jobs"`
+
+	// ScheduledJobs River jobs scheduled or waiting to retry, due or not
+	ScheduledJobs int64 `json:"scheduled_jobs"`
+}
+
 // Credentials defines model for Credentials.
 type Credentials struct {
 	// Email account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
@@ -778,6 +808,9 @@ type SchedulerStatus struct {
 
 // Status defines model for Status.
 type Status struct {
+	// Backlog what a worker-pool autoscaler needs, from the database (read at most once a second per node)
+	Backlog Backlog `json:"backlog"`
+
 	// Degraded true when any node is unreachable
 	Degraded  bool            `json:"degraded"`
 	Nodes     []NodeStatus    `json:"nodes"`
