@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
@@ -139,4 +141,31 @@ func TestReadOfRoomStreamChecksAccessFirst(t *testing.T) {
 	if f := b.member.next(t); f.Event != "marker" || f.Room != "lobby" {
 		t.Fatalf("after the eviction the socket got %+v", f)
 	}
+}
+
+// An eviction notice sent while this replica's LISTEN connection was down
+// is never received: after reconnecting, the replica checks its sockets'
+// rooms again before it delivers anything.
+func TestMissedEvictionIsAppliedAfterListenReconnects(t *testing.T) {
+	t.Parallel()
+	b := setupRooms(t)
+	ctx := context.Background()
+	app := b.node.bus.ListenApplicationName()
+	if _, err := b.store.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "LISTEN backend gone", func() bool {
+		var n int
+		_ = b.store.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n)
+		return n == 0
+	})
+	if err := b.store.RemoveMember(ctx, "vault", b.memberU); err != nil { // nobody here hears it
+		t.Fatal(err)
+	}
+	closeOnce(b.rooms.open)
+	b.publish(t, Event{Event: "marker", Room: "lobby", From: b.owner})
+	if f := b.member.next(t); f.Event != EventRoomRemoved || f.Room != "vault" {
+		t.Fatalf("after the reconnect the socket got %+v first", f)
+	}
+	b.member.expect(t, "marker")
 }
