@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,20 +172,24 @@ func TestRemovedMemberIsEvictedOnEveryReplica(t *testing.T) {
 		s.expect(t, "before")
 	}
 
-	removed := time.Now()
 	if status, body := call(t, http.MethodDelete, roomsURL(servers[0], "vault", "/members/"+member), nil, ownerTok); status != http.StatusNoContent {
 		t.Fatalf("remove: %d %v", status, body)
 	}
+	removed := time.Now() // committed
 	// Posted at once after the removal, on every replica (the member's
-	// own among them) and by socket.
-	for _, srv := range servers {
-		if status := post(t, srv, ownerTok, "vault", "after"); status != http.StatusAccepted {
-			t.Fatalf("post after: %d", status)
-		}
-	}
+	// own among them) and by socket, while the evictions travel.
 	owner.send(t, realtime.Frame{Event: "room.message", Room: "vault", Payload: json.RawMessage(`"after"`)})
+	var posts sync.WaitGroup
+	for _, srv := range servers {
+		posts.Go(func() {
+			if status, _ := call(t, http.MethodPost, srv.URL+"/v1/events", map[string]any{"room": "vault", "event": "after"}, ownerTok); status != http.StatusAccepted {
+				t.Errorf("post after: %d", status)
+			}
+		})
+	}
 	onB.expectRemoved(t, "vault", realtime.ReasonRemoved, removed)
 	onC.expectRemoved(t, "vault", realtime.ReasonRemoved, removed)
+	posts.Wait()
 	for i, srv := range servers {
 		if n := srv.hub.RoomMembersLocal("vault")[member]; n != 0 {
 			t.Fatalf("replica %d still has the member's sockets in the room", i)
