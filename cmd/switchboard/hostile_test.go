@@ -281,7 +281,7 @@ func (h *hostile) fuzzOperation(op operation) {
 	path := strings.ReplaceAll(op.path, "{id}", h.validID(op.path))
 	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID).Replace(path)
 	if strings.Contains(op.path, "{name}") {
-		for _, name := range []string{"%20lobby", "a%01b", "%ff", "%00", "a%2", strings.Repeat("r", 129), "other-room", "%7Bname%7D"} {
+		for _, name := range []string{"%20lobby", "a%01b", "%ff", "%00", strings.Repeat("r", 129), "other-room", "%7Bname%7D"} {
 			h.send(op.method, strings.Replace(path, hostileRoom, name, 1), h.encode(h.baseBody(op)), token, nil)
 		}
 	}
