@@ -169,3 +169,63 @@ func TestMissedEvictionIsAppliedAfterListenReconnects(t *testing.T) {
 	}
 	b.member.expect(t, "marker")
 }
+
+// slowCheck is the room store whose first CanUseRoom answers only once
+// release is closed: a join checked before an eviction, indexed after it.
+type slowCheck struct {
+	Rooms
+	checked chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *slowCheck) CanUseRoom(ctx context.Context, room, user string) (bool, error) {
+	ok, err := s.Rooms.CanUseRoom(ctx, room, user)
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.checked)
+		<-s.release
+	}
+	return ok, err
+}
+
+// A join whose access was checked before an eviction the hub applied
+// before indexing it is checked again: the socket does not stay in the
+// room.
+func TestJoinRacingAnEvictionIsCheckedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := dbtest.NewDatabaseURL(t)
+	pool, err := db.Connect(ctx, dbURL, db.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := Rooms{DB: pool}
+	owner, member := dbtest.User(t, pool, nil).ID, dbtest.User(t, pool, nil).ID
+	if _, err := store.Create(ctx, "vault", owner, VisibilityMembers); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.AddMember(ctx, "vault", member); err != nil {
+		t.Fatal(err)
+	}
+	sc := &slowCheck{Rooms: store, checked: make(chan struct{}), release: make(chan struct{})}
+	n := startNode(t, dbURL, HubOptions{Rooms: sc})
+	t.Cleanup(func() { closeOnce(sc.release) })
+	c := dial(t, n, member)
+	c.send(t, Frame{Event: "room.join", Room: "vault"})
+	<-sc.checked // allowed, not yet indexed
+	if err := store.RemoveMember(ctx, "vault", member); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "eviction applied", func() bool { return n.hub.evictions.Load() > 0 })
+	closeOnce(sc.release)
+	c.expect(t, EventRoomJoined)
+	if f := c.expect(t, EventRoomRemoved); f.Room != "vault" {
+		t.Fatalf("room.removed of %q", f.Room)
+	}
+	if m := n.hub.RoomMembersLocal("vault"); len(m) != 0 {
+		t.Fatalf("still in the room: %v", m)
+	}
+}
