@@ -111,7 +111,7 @@ func (b *Bus) appendBatch(ctx context.Context, batch []appendReq) {
 	b.metrics.appended.Add(float64(len(batch)))
 	b.metrics.appendBatch.Observe(float64(len(batch)))
 	if b.hub != nil {
-		b.hub.offer(stored)
+		b.hub.offer(b.localOffers(stored)) // rooms.go
 	}
 	for _, req := range batch {
 		req.done <- nil

@@ -65,7 +65,7 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 		return
 	}
 	if err := h.handle(c, f); err != nil {
-		h.sendError(c, f.ID, err.Error())
+		h.sendErrorCode(c, f.ID, errorCode(err), err.Error())
 	}
 	h.releaseHeld(c) // after a resume sent first has positioned it
 }
@@ -145,6 +145,11 @@ func (h *Hub) join(c *client, room string, pos *position) error {
 	if err := names.Room(room); err != nil {
 		return err
 	}
+	gen := h.evictions.Load()
+	if err := h.mayUseRoom(c, room); err != nil {
+		return err
+	}
+	defer h.recheckJoin(c, room, gen)
 	var req *resumeReq
 	var head *position
 	if pos != nil {
@@ -217,16 +222,28 @@ func (h *Hub) leave(c *client, room string) error {
 	if err := names.Room(room); err != nil {
 		return err
 	}
+	h.leaveRoom(c, room)
+	return nil
+}
+
+// leaveRoom takes c out of room and ends its follow of the room's stream:
+// room.leave and evictions (rooms.go) alike. It reports whether c was in
+// the room.
+func (h *Hub) leaveRoom(c *client, room string) bool {
 	h.mu.Lock()
+	_, was := c.rooms[room]
 	delete(c.rooms, room)
 	removeFrom(h.byRoom, room, c)
 	rooms := roomList(c)
 	c.mu.Lock()
 	h.unfollowLocked(c, stream.RoomStream(room))
+	s := c.s
 	c.mu.Unlock()
 	h.mu.Unlock()
-	c.s.Set(KeyRooms, rooms)
-	return nil
+	if s != nil {
+		s.Set(KeyRooms, rooms)
+	}
+	return was
 }
 
 // roomList is c's rooms, sorted; the caller holds Hub.mu.
@@ -299,12 +316,20 @@ func (h *Hub) result(c *client, f Frame) error {
 }
 
 // sendError answers a bad frame with an error event; id echoes the frame's.
-func (h *Hub) sendError(c *client, id, message string) {
+func (h *Hub) sendError(c *client, id, message string) { h.sendErrorCode(c, id, "", message) }
+
+// sendErrorCode is sendError with a documented code in the payload
+// (none when code is empty).
+func (h *Hub) sendErrorCode(c *client, id, code, message string) {
 	if c == nil {
 		return
 	}
 	h.metrics.badFrames.Inc()
-	payload, _ := marshal(map[string]string{"message": message})
+	p := map[string]string{"message": message}
+	if code != "" {
+		p["code"] = code
+	}
+	payload, _ := marshal(p)
 	frame, _ := encodeFrame(Event{Event: EventError, ID: id, Payload: payload}, time.Now())
 	h.write(c, frame)
 }

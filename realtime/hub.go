@@ -53,6 +53,9 @@ type HubOptions struct {
 	PingPeriod time.Duration
 	// Limits on the frames clients send and on sockets per user (limits.go).
 	Limits FrameLimits
+	// Rooms is asked before a socket joins a room (rooms.go): Rooms. Nil:
+	// every room is open.
+	Rooms RoomAccess
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
@@ -82,6 +85,8 @@ type Hub struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool
+	// evictions counts room access notices applied (rooms.go).
+	evictions atomic.Uint64
 }
 
 // client is one socket. It is indexed before the upgrade answers 101, so

@@ -102,6 +102,7 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 	onUp()
 	// What was appended while this replica was not listening is read now:
 	// from here on every append rings this connection.
+	b.revalidateRooms(ctx) // rooms.go: notices may have been missed
 	b.hub.catchUp()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, b.opts.IdlePing)
@@ -138,11 +139,17 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 		b.logger.Warn("bus: unreadable notification", "error", err)
 		return
 	}
-	if probe.Origin == b.opts.NodeID {
+	switch {
+	case probe.Origin == b.opts.NodeID:
+		if probe.Kind == "" {
+			b.receiveOwnDoorbell(payload) // rooms.go
+		}
 		return
-	}
-	if probe.Kind == "" { // a stream doorbell (stream.Doorbell has no kind)
+	case probe.Kind == "": // a stream doorbell (stream.Doorbell has no kind)
 		b.receiveDoorbell(payload)
+		return
+	case probe.Kind == kindEvict:
+		b.receiveEvict(ctx, payload) // rooms.go
 		return
 	}
 	var env envelope

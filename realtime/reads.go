@@ -67,6 +67,9 @@ func (h *Hub) readLoop() {
 		ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 		hs, err := h.opts.Store.ReadMany(ctx, cursors, readEventsPerStream)
 		cancel()
+		if err == nil {
+			err = h.guardReads(hs) // rooms.go
+		}
 		if err != nil {
 			if h.ctx.Err() != nil {
 				h.stopReads()

@@ -30,14 +30,24 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 			return err // nothing resumed: the client fixes its frame
 		}
 	}
+	gen := h.evictions.Load()
+	forbidden, err := h.resumeAccess(c, names) // rooms.go
+	if err != nil {
+		return err
+	}
 	req := newResume()
 	defer h.releaseResume(c, req)
 	for _, name := range names {
 		pos := p.Streams[name]
 		if _, room := streamTarget(name); room != "" {
+			if forbidden[room] {
+				h.refuseRoom(c, room)
+				continue
+			}
 			if err := h.joinFollow(c, room, &pos, nil, req); err != nil {
 				return err
 			}
+			h.recheckJoin(c, room, gen)
 			continue
 		}
 		c.mu.Lock()

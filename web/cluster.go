@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -95,7 +94,7 @@ func registerPresence(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "presence", Method: http.MethodGet, Path: "/v1/presence",
 		Summary:     "Who is in a room, over every node",
-		Description: "Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. Members of the room and admins only.",
+		Description: "Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).",
 		Tags:        []string{"Realtime"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.presence)
@@ -138,18 +137,17 @@ func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, 
 }
 
 func (s *Server) presence(ctx context.Context, in *presenceInput) (*presenceOutput, error) {
-	// Everything that can be refused without the other nodes is, first.
+	// Everything that can be refused without the other nodes is, first:
+	// the name, then access (rooms.go), before any node is asked.
 	if err := names.Room(in.Room); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error())
+	}
+	if err := s.requireRoomUse(ctx, in.Room); err != nil {
+		return nil, err
 	}
 	p, err := s.opts.Presence.Presence(ctx, in.Room)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
-	}
-	caller := principal(ctx)
-	member := slices.ContainsFunc(p.Users, func(u cluster.PresenceUser) bool { return u.UserID == caller.UserID })
-	if !member && !caller.IsAdmin() {
-		return nil, huma.Error403Forbidden("only members of the room and admins can see who is in it; join the room first")
 	}
 	return &presenceOutput{Body: p}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/freeport"
+	"github.com/switchboard/switchboard/realtime"
 )
 
 // oneRoomSockets is a node's realtime hub with some users in room "lobby".
@@ -63,7 +64,7 @@ func setupCluster(t *testing.T) *clusterBundle {
 		Actions: []cluster.Action{{Name: ActionDisconnectUser, Apply: func(_ context.Context, user string) int { return sockets.DisconnectUserLocal(user) }}}})
 	s := New(Options{
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
-		Cluster: c, Presence: c,
+		Cluster: c, Presence: c, Rooms: realtime.Rooms{DB: pool},
 	})
 	s.AddReadyCheck("draining", c.ReadyCheck)
 	return &clusterBundle{testBundle: &testBundle{server: s}, cluster: c, sockets: sockets}
@@ -203,6 +204,9 @@ func TestPresenceRoute(t *testing.T) {
 	member, memberID := b.register(t, "member@example.com")
 	outsider, _ := b.register(t, "outsider@example.com")
 	b.sockets.lobby[memberID] = 2
+	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers); err != nil {
+		t.Fatal(err)
+	}
 
 	res := b.do(t, http.MethodGet, "/v1/presence?room=lobby", nil, member)
 	if res.status != http.StatusOK || res.body["room"] != "lobby" || res.body["degraded"] != false || len(res.body["unavailable_nodes"].([]any)) != 0 {
@@ -252,13 +256,18 @@ func TestPresenceChecksBeforeAskingOtherNodes(t *testing.T) {
 	b.registerNode(t, other.Listener.Addr().String())
 	askedSoFar := func() int { mu.Lock(); defer mu.Unlock(); return asked }
 	member, memberID := b.register(t, "member@example.com")
+	outsider, _ := b.register(t, "outsider@example.com")
 	b.sockets.lobby[memberID] = 1
+	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers); err != nil {
+		t.Fatal(err)
+	}
 
+	requireProblem(t, b.do(t, http.MethodGet, "/v1/presence?room=lobby", nil, outsider), http.StatusForbidden)
 	for _, room := range []string{" ", "a\x01b", strings.Repeat("r", 150), " lobby"} {
 		requireProblem(t, b.do(t, http.MethodGet, "/v1/presence?"+url.Values{"room": {room}}.Encode(), nil, member), http.StatusUnprocessableEntity)
 	}
 	if n := askedSoFar(); n != 0 {
-		t.Fatalf("invalid rooms asked other nodes %d times", n)
+		t.Fatalf("invalid rooms and a non-member asked other nodes %d times", n)
 	}
 	res := b.do(t, http.MethodGet, "/v1/presence?room=lobby", nil, member)
 	if res.status != http.StatusOK || res.body["degraded"] != true || askedSoFar() == 0 {

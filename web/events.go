@@ -39,10 +39,10 @@ func registerEvents(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "events-publish", Method: http.MethodPost, Path: "/v1/events",
 		Summary:     "Publish an event to a user or a room",
-		Description: "Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller.",
+		Description: "Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).",
 		Tags:        []string{"Realtime"}, Security: bearer, DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes: maxEventBytes,
-		Errors:       []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+		Errors:       []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.publishEvent)
 }
 
@@ -63,6 +63,8 @@ func (s *Server) publishEvent(ctx context.Context, in *eventInput) (*eventOutput
 		ev.To = to
 	} else if err := names.Room(b.Room); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error())
+	} else if err := s.requireRoomMember(ctx, b.Room); err != nil {
+		return nil, err
 	}
 	if err := s.opts.Events.Publish(ctx, ev); err != nil {
 		return nil, s.fail(ctx, err, "", "")

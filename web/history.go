@@ -68,7 +68,8 @@ func (s *Server) readHistory(ctx context.Context, in *historyInput) (*historyOut
 }
 
 // historyStream checks that the caller may read name (its own user stream,
-// any room: every room is open) and returns its canonical form.
+// an open room, a members-only room it is a member of; admins any) and
+// returns its canonical form.
 func (s *Server) historyStream(ctx context.Context, name string) (string, error) {
 	if user, ok := strings.CutPrefix(name, "user:"); ok {
 		id, err := realtime.NormalizeUserID(user)
@@ -86,6 +87,9 @@ func (s *Server) historyStream(ctx context.Context, name string) (string, error)
 	}
 	if err := names.Room(room); err != nil {
 		return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
+	}
+	if err := s.requireRoomUse(ctx, room); err != nil { // rooms.go
+		return "", err
 	}
 	return stream.RoomStream(room), nil
 }

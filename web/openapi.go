@@ -34,6 +34,7 @@ var apiTags = []*huma.Tag{
 	{Name: "Tasks", Description: "Scheduled (cron) and on-demand jobs that call a webhook or publish a realtime event."},
 	{Name: "Runs", Description: "Executions of a task: trigger, list, cancel, retry, attempts and backfill."},
 	{Name: "Realtime", Description: "WebSockets: tickets, connecting, publishing events, RPC to a user's client and room presence."},
+	{Name: "Rooms", Description: "Created rooms: an owner, open or members-only visibility, members; removing a member evicts their sockets everywhere."},
 	{Name: "Admin", Description: "Operator routes over accounts: the admin role, disabling and enabling. Admins only."},
 	{Name: "Cluster", Description: "Operator routes over the replicas: status, disconnecting a user everywhere, draining a node. Admins only."},
 }

@@ -76,6 +76,20 @@ var operationExamples = map[string][]example{
 	"presence": {{status: 200, value: `{"room":"reports","users":[{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","connections":2}],` +
 		`"degraded":false,"unavailable_nodes":[]}`}},
 
+	"rooms-create": {
+		{value: `{"name":"board","visibility":"members"}`},
+		{status: 201, value: exRoom},
+	},
+	"rooms-get": {{status: 200, value: exRoom}},
+	"rooms-update": {
+		{value: `{"visibility":"open"}`},
+		{status: 200, value: exRoom},
+	},
+	"rooms-delete":         {{status: 404, value: `{"title":"Not Found","status":404,"detail":"no room \"board\" was created (a name nobody created is an open ad-hoc room)"}`}},
+	"rooms-members-list":   {{status: 200, value: `{"items":[` + exMember + `],"next_cursor":null}`}},
+	"rooms-members-put":    {{status: 200, value: exMember}},
+	"rooms-members-delete": {{status: 409, value: `{"title":"Conflict","status":409,"detail":"the owner is always a member of the room; delete the room instead"}`}},
+
 	"admin-list-users": {{status: 200, value: `{"items":[` + exUser + `],"next_cursor":""}`}},
 	"admin-get-user":   {{status: 200, value: exUser}},
 	"admin-update-user": {
@@ -94,6 +108,10 @@ var operationExamples = map[string][]example{
 const (
 	exUser = `{"id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","email":"ada@example.com","role":"user","disabled":false,"created_at":"2026-11-02T10:00:00Z"}`
 	exAuth = `{"token":"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI2YjBlMmE0YyJ9.sig","expires_at":"2026-12-02T09:00:00Z","user":` + exUser + `}`
+
+	exRoom = `{"name":"board","owner_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","visibility":"members",` +
+		`"created_at":"2026-12-01T09:00:00Z","updated_at":"2026-12-01T09:00:00Z"}`
+	exMember = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","added_at":"2026-12-01T09:00:00Z"}`
 
 	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
 		`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}},` +

@@ -142,6 +142,9 @@ func operationProblems(op *huma.Operation, declaredTags map[string]bool) []strin
 		problems = append(problems, "no Security (bearer, or public for a route anyone may call)")
 	}
 	for _, p := range op.Parameters {
+		if p.In == "path" && (p.Name == "name" && strings.HasPrefix(op.Path, "/v1/rooms/")) { // a room name (RoomPath), not an id
+			continue
+		}
 		if p.In == "path" && (p.Schema == nil || p.Schema.Type != huma.TypeString || p.Schema.Format != "uuid") {
 			problems = append(problems, fmt.Sprintf("path parameter %q is not a uuid string (embed IDPath)", p.Name))
 		}

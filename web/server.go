@@ -76,6 +76,11 @@ type Options struct {
 	// JobMetrics counts manual runs; optional.
 	JobMetrics *jobs.Metrics
 
+	// Rooms serves /v1/rooms and is asked wherever a room is used
+	// (events, history, presence, tasks' publish actions); nil: no room
+	// routes, every room is open.
+	Rooms RoomStore
+
 	// Cluster serves the operator routes (status, disconnect, drain) and
 	// Presence GET /v1/presence; nil leaves them out.
 	Cluster  clusterOperator
@@ -159,6 +164,9 @@ func New(opts Options) *Server {
 		}
 		if opts.everyRoute || opts.History != nil {
 			registerHistory(api, s)
+		}
+		if opts.everyRoute || opts.Rooms != nil {
+			registerRooms(api, s)
 		}
 		registerAdmin(api, s)
 		if opts.everyRoute || opts.Cluster != nil {

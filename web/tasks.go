@@ -77,7 +77,7 @@ func registerTasks(api huma.API, s *Server) {
 		OperationID: "task-create", Method: http.MethodPost, Path: "/v1/tasks",
 		Summary: "Create a task", Tags: tags, Security: bearer, DefaultStatus: http.StatusCreated, MaxBodyBytes: maxTaskBody,
 		Description: "The response carries the task's signing_secret (whsec_…) once; webhook calls are signed with it per the Standard Webhooks spec.",
-		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+		Errors:      []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.createTask)
 	huma.Register(api, huma.Operation{
 		OperationID: "task-list", Method: http.MethodGet, Path: "/v1/tasks",
@@ -95,7 +95,7 @@ func registerTasks(api huma.API, s *Server) {
 		OperationID: "task-update", Method: http.MethodPatch, Path: "/v1/tasks/{id}",
 		Summary: "Change some fields of a task", Tags: tags, Security: bearer, MaxBodyBytes: maxTaskBody,
 		Description: "Changing schedule, timezone or active recomputes next_run_at.",
-		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
+		Errors:      []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.updateTask)
 	huma.Register(api, huma.Operation{
 		OperationID: "task-delete", Method: http.MethodDelete, Path: "/v1/tasks/{id}",
@@ -114,6 +114,9 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 	}
 	if err := t.Normalize(s.opts.WebhookAllowPrivate); err != nil {
 		return nil, s.taskError(ctx, err)
+	}
+	if err := s.requirePublishRoom(ctx, &t.Action); err != nil {
+		return nil, err
 	}
 	out, err := jobs.CreateTask(ctx, s.opts.Pool, t)
 	if err != nil {
@@ -143,6 +146,9 @@ func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutpu
 	b := in.Body
 	p := jobs.TaskPatch{Name: b.Name, Schedule: b.Schedule.patch(), Timezone: b.Timezone, Action: b.Action, Active: b.Active,
 		Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency.patch(), MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds}
+	if err := s.requirePublishRoom(ctx, b.Action); err != nil {
+		return nil, err
+	}
 	t, err := jobs.UpdateTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, p, s.opts.WebhookAllowPrivate)
 	if err != nil {
 		return nil, s.taskError(ctx, err)

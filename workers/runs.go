@@ -26,6 +26,7 @@ type runWorker struct {
 	db        db.DB
 	webhook   *WebhookClient
 	publisher Publisher
+	rooms     RoomAccess // nil: every room is open
 	metrics   *jobs.Metrics
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
@@ -195,6 +196,9 @@ func (w *runWorker) publish(ctx context.Context, rc jobs.RunContext) attempt {
 	}
 	var err error
 	if a.Room != "" {
+		if refused := w.checkRoom(ctx, rc.Task.OwnerID, a.Room); refused != nil {
+			return *refused
+		}
 		err = w.publisher.PublishRoom(ctx, a.Room, a.Event, payload)
 	} else {
 		err = w.publisher.PublishUser(ctx, rc.Task.OwnerID, a.Event, payload)

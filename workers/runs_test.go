@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,23 @@ func TestRunWorker(t *testing.T) {
 		b.pub.mu.Unlock()
 		if !owner || !room {
 			t.Fatalf("published events: %+v", b.pub.events)
+		}
+	})
+
+	t.Run("a publish to a members-only room the owner is not in fails, unretried", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{rooms: membersOf{"vault": nil}})
+		task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "leak", Room: "vault"}, func(t *jobs.Task) { t.MaxAttempts = 3 })
+		got := b.waitRun(t, b.trigger(t, task.ID).ID, 10*time.Second)
+		if got.Status != jobs.StatusFailed || got.Attempt != 1 || got.Error == nil || !strings.Contains(*got.Error, "members only") {
+			t.Fatalf("run: %+v", got)
+		}
+		b.pub.mu.Lock()
+		defer b.pub.mu.Unlock()
+		for _, e := range b.pub.events {
+			if e.room != "" {
+				t.Fatalf("published to a room: %+v", e)
+			}
 		}
 	})
 
@@ -207,4 +225,13 @@ func TestRunWorker(t *testing.T) {
 			t.Fatalf("%d requests for a deleted task", n)
 		}
 	})
+}
+
+// membersOf is a RoomAccess over fixed rooms: a listed room is members-only
+// with those members; any other room is open.
+type membersOf map[string][]string
+
+func (m membersOf) CanUseRoom(_ context.Context, room, user string) (bool, error) {
+	members, ok := m[room]
+	return !ok || slices.Contains(members, user), nil
 }

@@ -46,6 +46,10 @@ type Options struct {
 	DB db.DB
 	// Publisher delivers run events and publish actions; default logs them.
 	Publisher Publisher
+	// Rooms is asked before a publish action posts to a room: the task's
+	// owner must be able to use it (a members-only room's member). Nil:
+	// every room is open.
+	Rooms RoomAccess
 	// Metrics of task runs; nil records nothing.
 	Metrics *jobs.Metrics
 	// Webhook configures the webhook client and its SSRF guard.
@@ -115,7 +119,7 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 		backoff = DefaultBackoff
 	}
 	return &runWorker{
-		db: opts.DB, webhook: NewWebhookClient(opts.Webhook), publisher: pub, metrics: opts.Metrics,
+		db: opts.DB, webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
 		logger: logger.With("component", "run_worker"), backoff: backoff,
 	}
 }

@@ -122,6 +122,8 @@ export interface EventMap {
   reset: ResetDetail;
   gap: GapDetail;
   state: { state: State };
+  /** Evicted from a room (removed from a members-only room, or it was deleted); it is not rejoined. */
+  'room.removed': { room: string; reason: 'removed' | 'deleted' };
   error: { phase: 'ticket' | 'connect' | 'frame' | 'resume'; error: unknown };
 }
 

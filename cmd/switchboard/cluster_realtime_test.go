@@ -62,6 +62,8 @@ func TestPresenceAcrossNodes(t *testing.T) {
 	aliceTok, alice := registerUser(t, servers[0], "alice@example.com")
 	bobTok, bob := registerUser(t, servers[0], "bob@example.com")
 	outsiderTok, _ := registerUser(t, servers[0], "outsider@example.com")
+	makeRoom(t, servers[0], aliceTok, "lobby", "members")
+	addMember(t, servers[0], aliceTok, "lobby", bob)
 	joinRoom(t, servers[0], aliceTok, "lobby")
 	joinRoom(t, servers[1], aliceTok, "lobby")
 	joinRoom(t, servers[2], bobTok, "lobby")

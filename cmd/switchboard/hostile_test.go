@@ -146,6 +146,7 @@ func TestHostileInputs(t *testing.T) {
 		t.Fatalf("trigger: %d %v", status, run)
 	}
 	h.runID = run["id"].(string)
+	makeRoom(t, srv, h.user, hostileRoom, "members")
 	ops := h.operations()
 
 	// Subtests in sequence: each compares the state before and after its
@@ -256,6 +257,7 @@ func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 		"/v1/users/{id}/rpc": `{"method":"m","timeout_ms":2000}`,
 		"/v1/auth/register":  `{"email":"fuzz-` + uuid.NewString()[:8] + `@example.com","password":"correct horse"}`,
 		"/v1/auth/login":     `{"email":"hostile@example.com","password":"wrong password"}`,
+		"/v1/rooms":          `{"name":"fuzz-` + uuid.NewString()[:8] + `","visibility":"members"}`,
 	}[op.path]
 	if op.method == http.MethodPatch {
 		raw = `{}`
@@ -267,12 +269,27 @@ func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 	return out
 }
 
+// hostileRoom is the fuzzing user's own room: room routes get past the
+// owner check to their validation.
+const hostileRoom = "fuzz-room"
+
 func (h *hostile) fuzzOperation(op operation) {
 	token := h.user
 	if strings.HasPrefix(op.path, "/v1/admin/") || op.path == "/v1/cluster/status" {
 		token = h.admin
 	}
 	path := strings.ReplaceAll(op.path, "{id}", h.validID(op.path))
+	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID).Replace(path)
+	if strings.Contains(op.path, "{name}") {
+		for _, name := range []string{"%20lobby", "a%01b", "%ff", "%00", strings.Repeat("r", 129), "other-room", "%7Bname%7D"} {
+			h.send(op.method, strings.Replace(path, hostileRoom, name, 1), h.encode(h.baseBody(op)), token, nil)
+		}
+	}
+	if strings.Contains(op.path, "{user_id}") {
+		for _, id := range append([]string{uuid.NewString()}, hostileIDs...) {
+			h.send(op.method, strings.Replace(path, h.userID, id, 1), h.encode(h.baseBody(op)), token, nil)
+		}
+	}
 	if strings.Contains(op.path, "{id}") {
 		valid := h.validID(op.path)
 		spelled := []string{strings.ToUpper(valid), "urn:uuid:" + valid, "{" + valid + "}", strings.ReplaceAll(valid, "-", "")}
@@ -436,6 +453,8 @@ func (h *hostile) snapshot() string {
 			(SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY id), '')) FROM task_runs r),
 			(SELECT count(*) FROM river_job),
 			(SELECT count(*) FROM ws_tickets),
+			(SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY name), '')) FROM rooms r),
+			(SELECT md5(coalesce(string_agg(m::text, ',' ORDER BY room, user_id), '')) FROM room_members m),
 			(SELECT md5(coalesce(string_agg(n.id::text || n.draining::text, ',' ORDER BY id), '')) FROM cluster_nodes n))`).Scan(&s)
 	if err != nil {
 		h.t.Fatalf("snapshot: %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/jobs"
+	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/realtime/stream"
 	"github.com/switchboard/switchboard/web"
 	"github.com/switchboard/switchboard/workers"
@@ -29,7 +30,7 @@ type scheduling struct {
 func (a *app) workerOptions() workers.Options {
 	return workers.Options{
 		Logger: a.logger, ClientID: a.nodeID, DB: a.pool,
-		Publisher: a.bus, Metrics: a.jobs.metrics,
+		Publisher: a.bus, Rooms: realtime.Rooms{DB: a.pool}, Metrics: a.jobs.metrics,
 		Webhook: workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version,
 			TracerProvider: a.tracing.TracerProvider()},
 		RunRetention:       a.cfg.RunRetention,

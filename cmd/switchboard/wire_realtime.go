@@ -16,7 +16,8 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 	var hub *realtime.Hub
 	if a.cfg.HasRole(config.RoleWeb) {
 		hub = realtime.NewHub(realtime.HubOptions{Logger: a.logger, Registry: a.registry, AllowedOrigins: a.cfg.AllowedOrigins,
-			Limits: frameLimits(a.cfg.WSLimits), SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool}})
+			Limits: frameLimits(a.cfg.WSLimits), SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool},
+			Rooms: realtime.Rooms{DB: a.pool}})
 	}
 	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
 		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
@@ -34,6 +35,7 @@ func (a *app) realtimeWebOptions(o *web.Options) {
 	}
 	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.hub, a.bus, a.bus
 	o.History = realtime.Streams{DB: a.pool}
+	o.Rooms = realtime.Rooms{DB: a.pool}
 }
 
 // wireRealtime makes readiness depend, on web replicas, on the LISTEN

@@ -257,6 +257,9 @@ export class RealtimeClient extends EventTarget {
       case 'room.joined':
         this.#onJoined(frame);
         break;
+      case 'room.removed':
+        this.#onRemoved(frame);
+        break;
       case 'error':
         this.#onServerError(frame);
         break;
@@ -275,6 +278,21 @@ export class RealtimeClient extends EventTarget {
     const entry = this.#rooms.get(frame.room);
     if (!entry) return;
     for (const w of entry.waiters.splice(0)) w.resolve();
+  }
+
+  // Evicted (removed from a members-only room, or the room was deleted): the room is
+  // forgotten, so no later socket rejoins it.
+  #onRemoved(frame) {
+    const room = frame.payload?.room ?? frame.room;
+    const reason = frame.payload?.reason ?? 'removed';
+    const entry = this.#rooms.get(room);
+    if (entry) {
+      this.#rooms.delete(room);
+      for (const w of entry.waiters) w.reject(new Error(`removed from room ${room} (${reason})`));
+    }
+    this.#tracker.forget(`room:${room}`);
+    this.#outbox = this.#outbox.filter((i) => !(i.control && i.room === room));
+    this.#emit('room.removed', { room, reason });
   }
 
   #onServerError(frame) {
