@@ -173,6 +173,7 @@ func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resum
 		}
 		c.rooms[room] = struct{}{}
 		addTo(h.byRoom, room, c)
+		h.presenceChanged(room, c.user)
 	}
 	rooms := roomList(c)
 	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
@@ -218,6 +219,9 @@ func (h *Hub) leave(c *client, room string) error {
 		return err
 	}
 	h.mu.Lock()
+	if _, ok := c.rooms[room]; ok {
+		h.presenceChanged(room, c.user)
+	}
 	delete(c.rooms, room)
 	removeFrom(h.byRoom, room, c)
 	rooms := roomList(c)

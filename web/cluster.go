@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/names"
+	"github.com/switchboard/switchboard/realtime"
 )
 
 // clusterOperator is the cluster as the operator routes use it: every node
@@ -20,9 +21,10 @@ type clusterOperator interface {
 	Drain(ctx context.Context, nodeID string) error
 }
 
-// presenceGatherer merges a room's members from every node.
-type presenceGatherer interface {
-	Presence(ctx context.Context, room string) (cluster.Presence, error)
+// presenceReader reads who is in a room over every node: the state
+// presence.join and presence.leave announce the changes of.
+type presenceReader interface {
+	RoomPresence(ctx context.Context, room string) (realtime.Presence, error)
 }
 
 type clusterStatusOutput struct {
@@ -64,7 +66,7 @@ type presenceInput struct {
 }
 
 type presenceOutput struct {
-	Body cluster.Presence
+	Body realtime.Presence
 }
 
 const adminOnly = "this route needs the admin role"
@@ -95,7 +97,7 @@ func registerPresence(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "presence", Method: http.MethodGet, Path: "/v1/presence",
 		Summary:     "Who is in a room, over every node",
-		Description: "Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. Members of the room and admins only.",
+		Description: "Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. Members of the room and admins only.",
 		Tags:        []string{"Realtime"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.presence)
@@ -138,16 +140,17 @@ func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, 
 }
 
 func (s *Server) presence(ctx context.Context, in *presenceInput) (*presenceOutput, error) {
-	// Everything that can be refused without the other nodes is, first.
 	if err := names.Room(in.Room); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error())
 	}
-	p, err := s.opts.Presence.Presence(ctx, in.Room)
+	// A members-only room's access check (room membership) belongs here,
+	// before anything is read.
+	p, err := s.opts.Presence.RoomPresence(ctx, in.Room)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
 	caller := principal(ctx)
-	member := slices.ContainsFunc(p.Users, func(u cluster.PresenceUser) bool { return u.UserID == caller.UserID })
+	member := slices.ContainsFunc(p.Users, func(u realtime.PresenceUser) bool { return u.UserID == caller.UserID })
 	if !member && !caller.IsAdmin() {
 		return nil, huma.Error403Forbidden("only members of the room and admins can see who is in it; join the room first")
 	}

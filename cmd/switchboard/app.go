@@ -41,7 +41,8 @@ type app struct {
 	river    *workers.River
 	cluster  *cluster.Cluster
 	web      *web.Server
-	hub      *realtime.Hub // web replicas only
+	hub      *realtime.Hub // web replicas only, with presence
+	presence *realtime.PresenceTracker
 	bus      *realtime.Bus
 	jobs     scheduling
 	http     *http.Server
@@ -117,6 +118,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 func (a *app) build() error {
 	a.hub, a.bus = a.newRealtime()
 	a.cluster = a.newCluster()
+	a.presence = a.newPresence()
 	a.jobs.metrics = jobs.NewMetrics(a.registry)
 	var err error
 	if a.river, err = a.newRiver(); err != nil {
@@ -130,7 +132,7 @@ func (a *app) build() error {
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
-		Cluster: a.cluster, Presence: a.cluster,
+		Cluster: a.cluster,
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
@@ -152,6 +154,9 @@ func (a *app) serviceList() []service {
 		{name: "listener", start: a.listen, stop: a.closeListener},
 		component("cluster", a.cluster),
 		startWithin(15*time.Second, component("realtime bus", a.bus)),
+	}
+	if a.presence != nil { // stops after the sockets closed: it ends what they held
+		list = append(list, component("presence", a.presence))
 	}
 	list = append(list, a.jobs.webServices()...)
 	list = append(list, service{name: "http", start: a.serve, stop: a.shutdownHTTP})
