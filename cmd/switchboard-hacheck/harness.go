@@ -50,6 +50,7 @@ func (h *harness) checks() []check {
 		{"login rate limit cluster-wide", h.checkRateLimit},
 		{"kill -9 replica", h.checkKill},
 		{"kill -9 during cancel and backfill", h.checkKillOnDemand},
+		{"presence after kill -9", h.checkPresenceKill},
 		{"sigterm under load", h.checkSigterm},
 		{"postgres restart", h.checkPostgresRestart},
 		{"stream kill -9 + pg restart", h.checkDurableStream},
