@@ -41,6 +41,17 @@ func (h *harness) checkPresenceKill(ctx context.Context) (figures, error) {
 		}
 	}
 
+	// A node judges others dead only once its own heartbeats have succeeded
+	// for a full expiry: on a cluster younger than that the leaves would
+	// wait for the survivors, not for the victim's expiry.
+	if wait := time.Until(h.readyAt.Add(nodeExpiry + 5*time.Second)); wait > 0 {
+		h.progress("waiting %s: the survivors must have heartbeated for an expiry", wait.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return f, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	killAt := time.Now()
 	if err := h.cl.replicas[victim].Kill(); err != nil {
 		return f, err

@@ -20,6 +20,7 @@ type harness struct {
 	users   map[string]*user
 	cron    cronState
 	started time.Time
+	readyAt time.Time // when the replicas were first ready
 
 	mu        sync.Mutex
 	pgOutages []window // ticks inside these may be skipped by design
@@ -79,6 +80,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	if h.cl, err = startCluster(ctx, dir, h.progress); err != nil {
 		return h, err
 	}
+	h.readyAt = time.Now()
 	if h.rec, err = startRecorder(h.cl); err != nil {
 		return h, err
 	}
