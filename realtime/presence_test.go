@@ -127,3 +127,34 @@ func TestPresenceSweepAnnouncesOnce(t *testing.T) {
 		t.Fatalf("presence: %+v %v", p, err)
 	}
 }
+
+// TestPresenceResyncAfterASweep: a node judged dead while it only stalled
+// finds its rows deleted; it writes them again and announces the join.
+func TestPresenceResyncAfterASweep(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{})
+	p := NewPresence(PresenceOptions{DB: n.pool, NodeID: n.bus.NodeID(), Hub: n.hub, ResyncEvery: 20 * time.Millisecond})
+	n.hub.TrackPresence(p)
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	alice := uuid.NewString()
+	c := dial(t, n, alice)
+	c.send(t, Frame{Event: "room.join", Room: "lobby"})
+	c.expect(t, EventRoomJoined)
+	if got := presenceFrames(t, c, 1); got[0] != EventPresenceJoin+" "+alice {
+		t.Fatalf("join: %v", got)
+	}
+	// A survivor sweeps this node as if it were dead.
+	if left, err := p.Sweep(context.Background(), []string{n.bus.NodeID()}); err != nil || left != 1 {
+		t.Fatalf("sweep: %d %v", left, err)
+	}
+	if got := presenceFrames(t, c, 2); got[0] != EventPresenceLeave+" "+alice || got[1] != EventPresenceJoin+" "+alice {
+		t.Fatalf("after the sweep: %v, want the leave then the join again", got)
+	}
+	pr, err := p.RoomPresence(context.Background(), "lobby")
+	if err != nil || len(pr.Users) != 1 || pr.Users[0].UserID != alice {
+		t.Fatalf("presence: %+v %v", pr, err)
+	}
+}
