@@ -77,10 +77,11 @@ func TestPresenceAcrossNodes(t *testing.T) {
 		}
 		return out
 	}
-	status, body := call(t, http.MethodGet, servers[2].URL+"/v1/presence?room=lobby", nil, aliceTok)
-	if got := users(body); status != http.StatusOK || body["degraded"] != false || len(got) != 2 || got[alice] != 2 || got[bob] != 1 {
-		t.Fatalf("presence: %d %v", status, body)
-	}
+	testwait.For(t, 10*time.Second, "alice's 2 sockets and bob's 1 listed", func() bool {
+		status, body := call(t, http.MethodGet, servers[2].URL+"/v1/presence?room=lobby", nil, aliceTok)
+		got := users(body)
+		return status == http.StatusOK && body["degraded"] == false && len(got) == 2 && got[alice] == 2 && got[bob] == 1
+	})
 	if status, body := call(t, http.MethodGet, servers[0].URL+"/v1/presence?room=lobby", nil, outsiderTok); status != http.StatusForbidden {
 		t.Fatalf("outsider: %d %v", status, body)
 	}

@@ -32,9 +32,15 @@ func (w *watcher) until(t *testing.T, what string, cond func(seen []string) bool
 	deadline := time.After(20 * time.Second)
 	for !cond(w.seen) {
 		select {
-		case f := <-w.frames:
+		case f := <-w.presence:
 			w.record(t, f)
 		case <-w.done:
+			select {
+			case f := <-w.presence: // read before the close
+				w.record(t, f)
+				continue
+			default:
+			}
 			t.Fatalf("socket closed waiting for %s: %v (seen %v)", what, w.err, w.seen)
 		case <-deadline:
 			t.Fatalf("timed out waiting for %s; seen %v", what, w.seen)
