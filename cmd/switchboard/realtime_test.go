@@ -50,8 +50,8 @@ type sock struct {
 	conn     *websocket.Conn
 	frames   chan realtime.Frame
 	presence chan realtime.Frame
-	done   chan struct{}
-	err    error
+	done     chan struct{}
+	err      error
 }
 
 func wsURL(srv *testServer, ticket string) string {
