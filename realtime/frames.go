@@ -178,6 +178,7 @@ func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resum
 		}
 		c.rooms[room] = struct{}{}
 		addTo(h.byRoom, room, c)
+		h.presenceChanged(room, c.user)
 	}
 	rooms := roomList(c)
 	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
@@ -232,6 +233,9 @@ func (h *Hub) leave(c *client, room string) error {
 func (h *Hub) leaveRoom(c *client, room string) bool {
 	h.mu.Lock()
 	_, was := c.rooms[room]
+	if was {
+		h.presenceChanged(room, c.user)
+	}
 	delete(c.rooms, room)
 	removeFrom(h.byRoom, room, c)
 	rooms := roomList(c)

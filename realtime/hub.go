@@ -71,6 +71,8 @@ type Hub struct {
 	metrics hubMetrics
 	limits  *limiter
 
+	presence presenceHook // nil: presence is not tracked (presence.go)
+
 	mu     sync.RWMutex
 	all    map[*client]struct{}
 	byUser map[string]map[*client]struct{}
@@ -255,6 +257,7 @@ func (h *Hub) remove(c *client) {
 	removeFrom(h.byUser, c.user, c)
 	for room := range c.rooms {
 		removeFrom(h.byRoom, room, c)
+		h.presenceChanged(room, c.user)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/names"
+	"github.com/switchboard/switchboard/realtime"
 )
 
 // clusterOperator is the cluster as the operator routes use it: every node
@@ -19,9 +20,10 @@ type clusterOperator interface {
 	Drain(ctx context.Context, nodeID string) error
 }
 
-// presenceGatherer merges a room's members from every node.
-type presenceGatherer interface {
-	Presence(ctx context.Context, room string) (cluster.Presence, error)
+// presenceReader reads who is in a room over every node: the state
+// presence.join and presence.leave announce the changes of.
+type presenceReader interface {
+	RoomPresence(ctx context.Context, room string) (realtime.Presence, error)
 }
 
 type clusterStatusOutput struct {
@@ -63,7 +65,7 @@ type presenceInput struct {
 }
 
 type presenceOutput struct {
-	Body cluster.Presence
+	Body realtime.Presence
 }
 
 const adminOnly = "this route needs the admin role"
@@ -94,7 +96,7 @@ func registerPresence(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "presence", Method: http.MethodGet, Path: "/v1/presence",
 		Summary:     "Who is in a room, over every node",
-		Description: "Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).",
+		Description: "Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).",
 		Tags:        []string{"Realtime"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.presence)
@@ -137,15 +139,15 @@ func (s *Server) drainNode(ctx context.Context, in *nodeIDInput) (*drainOutput, 
 }
 
 func (s *Server) presence(ctx context.Context, in *presenceInput) (*presenceOutput, error) {
-	// Everything that can be refused without the other nodes is, first:
-	// the name, then access (rooms.go), before any node is asked.
+	// Everything that can be refused is, first: the name, then access to a
+	// members-only room (rooms.go), before anything is read.
 	if err := names.Room(in.Room); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error())
 	}
 	if err := s.requireRoomUse(ctx, in.Room); err != nil {
 		return nil, err
 	}
-	p, err := s.opts.Presence.Presence(ctx, in.Room)
+	p, err := s.opts.Presence.RoomPresence(ctx, in.Room)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}

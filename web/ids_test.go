@@ -40,7 +40,7 @@ func setupEveryRoute(t *testing.T, tweaks ...func(*Options)) *clusterBundle {
 	opts := Options{
 		Pool: pool, Registry: reg, PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
 		RateLimits: RateLimits{Auth: generous, User: generous},
-		River:      client, Cluster: c, Presence: c,
+		River:      client, Cluster: c, Presence: realtime.PresenceReader{DB: pool},
 		Tickets: realtime.Tickets{DB: pool}, Sockets: hub, Events: bus, RPC: bus,
 	}
 	for _, tweak := range tweaks {

@@ -84,7 +84,7 @@ type Options struct {
 	// Cluster serves the operator routes (status, disconnect, drain) and
 	// Presence GET /v1/presence; nil leaves them out.
 	Cluster  clusterOperator
-	Presence presenceGatherer
+	Presence presenceReader
 
 	// everyRoute registers every route group whatever is set above: the
 	// document of a full web replica, built by Spec without a database.

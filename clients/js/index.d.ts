@@ -80,6 +80,13 @@ export interface RealtimeOptions {
   sendRate?: number;
   /** Default 30. */
   sendBurst?: number;
+  /**
+   * Who is in a room now, asked after every room.joined: the app calls
+   * GET /v1/presence?room= (e.g. `(room) => rest.GET('/v1/presence', {params: {query: {room}}})`).
+   * Without it, presence(room) knows only the joins and leaves seen since the socket joined.
+   * A rejection with `status: 403` (the server has not recorded the new socket yet) is retried up to 4 times.
+   */
+  getPresence?: (room: string) => Promise<{ users: { user_id: string }[] }>;
   /** For tests: the jitter source. Default Math.random. */
   random?: () => number;
   /** For tests: the clock of the send pacer and backoff reset. Default Date.now. */
@@ -113,6 +120,18 @@ export interface GapDetail {
   to: number;
 }
 
+/** The members of a room changed (a presence frame), or its snapshot arrived. */
+export interface PresenceDetail {
+  room: string;
+  /** User ids present now, sorted. */
+  members: string[];
+  /** The user who joined or left (absent for a snapshot). */
+  userId?: string;
+  joined?: boolean;
+  /** True when members came from options.getPresence. */
+  snapshot?: boolean;
+}
+
 export interface EventMap {
   message: Frame;
   open: { attempt: number };
@@ -124,7 +143,8 @@ export interface EventMap {
   state: { state: State };
   /** Evicted from a room (removed from a members-only room, or it was deleted); it is not rejoined. */
   'room.removed': { room: string; reason: 'removed' | 'deleted' };
-  error: { phase: 'ticket' | 'connect' | 'frame' | 'resume'; error: unknown };
+  presence: PresenceDetail;
+  error: { phase: 'ticket' | 'connect' | 'frame' | 'resume' | 'presence'; error: unknown };
 }
 
 export declare class RealtimeClient extends EventTarget {
@@ -146,6 +166,8 @@ export declare class RealtimeClient extends EventTarget {
   /** Joins now and on every later socket; resolves on room.joined, rejects when refused. */
   join(room: string): Promise<void>;
   leave(room: string): void;
+  /** User ids present in a joined room over every replica (sorted); undefined for a room not joined. */
+  presence(room: string): string[] | undefined;
   /** Queues a frame; false when the queue is full. `retry` defaults to true for room.message and dm. Throws a TypeError for room.join, room.leave and resume (use join/leave/options.streams). */
   send(frame: OutgoingFrame, options?: { retry?: boolean }): boolean;
   close(code?: number, reason?: string): void;

@@ -20,6 +20,7 @@ type harness struct {
 	users   map[string]*user
 	cron    cronState
 	started time.Time
+	readyAt time.Time // when the replicas were first ready
 
 	mu        sync.Mutex
 	pgOutages []window // ticks inside these may be skipped by design
@@ -50,6 +51,7 @@ func (h *harness) checks() []check {
 		{"login rate limit cluster-wide", h.checkRateLimit},
 		{"kill -9 replica", h.checkKill},
 		{"kill -9 during cancel and backfill", h.checkKillOnDemand},
+		{"presence after kill -9", h.checkPresenceKill},
 		{"sigterm under load", h.checkSigterm},
 		{"postgres restart", h.checkPostgresRestart},
 		{"stream kill -9 + pg restart", h.checkDurableStream},
@@ -78,6 +80,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	if h.cl, err = startCluster(ctx, dir, h.progress); err != nil {
 		return h, err
 	}
+	h.readyAt = time.Now()
 	if h.rec, err = startRecorder(h.cl); err != nil {
 		return h, err
 	}

@@ -3,6 +3,7 @@
 // (infra/pgembed) and three replicas on loopback ports, and runs the design's
 // validation checklist as a black-box client of docs/api.md — cron exactly-once,
 // cross-replica realtime, tickets, the cluster-wide rate limit, kill -9,
+// presence leaves after kill -9,
 // SIGTERM under load, a PostgreSQL restart, a durable stream followed by the
 // clients/js client (Node) across kill -9 and a PostgreSQL restart, and
 // memory. One line per check

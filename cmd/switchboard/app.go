@@ -43,7 +43,8 @@ type app struct {
 	river    *workers.River
 	cluster  *cluster.Cluster
 	web      *web.Server
-	hub      *realtime.Hub // web replicas only
+	hub      *realtime.Hub // web replicas only, with presence
+	presence *realtime.PresenceTracker
 	bus      *realtime.Bus
 	jobs     scheduling
 	http     *http.Server
@@ -128,6 +129,7 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 func (a *app) build() error {
 	a.hub, a.bus = a.newRealtime()
 	a.cluster = a.newCluster()
+	a.presence = a.newPresence()
 	a.jobs.metrics = jobs.NewMetrics(a.registry)
 	var err error
 	if a.river, err = a.newRiver(); err != nil {
@@ -141,7 +143,7 @@ func (a *app) build() error {
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
-		Cluster: a.cluster, Presence: a.cluster, TracerProvider: a.tracing.TracerProvider(),
+		Cluster: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
@@ -164,6 +166,9 @@ func (a *app) serviceList() []service {
 		{name: "listener", start: a.listen, stop: a.closeListener},
 		component("cluster", a.cluster),
 		startWithin(15*time.Second, component("realtime bus", a.bus)),
+	}
+	if a.presence != nil { // stops after the sockets closed: it ends what they held
+		list = append(list, component("presence", a.presence))
 	}
 	list = append(list, a.jobs.webServices()...)
 	list = append(list, service{name: "http", start: a.serve, stop: a.shutdownHTTP})

@@ -32,6 +32,9 @@ func startCluster(t *testing.T, n int) ([]*testServer, string) {
 // no more heartbeats, nothing listening, its row left behind.
 func (s *testServer) crash() {
 	s.cluster.StopHeartbeat()
+	if s.presence != nil {
+		s.presence.StopWriting()
+	}
 	_ = s.http.Close()
 }
 

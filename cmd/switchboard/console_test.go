@@ -336,13 +336,13 @@ func TestConsoleAdminCluster(t *testing.T) {
 	}
 	page.Do(t, "the console reconnects its own socket", chromedp.WaitVisible(chromedp.CSS(`#live[data-state=live]`)))
 
-	page.Do(t, "presence of a room, with the missing node named",
+	page.Do(t, "presence of a room nobody is in",
 		chromedp.SendKeys(chromedp.CSS(`input[name=room]`), "lobby"),
 		chromedp.Click(chromedp.CSS(`form[aria-labelledby=pres-title] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`form[aria-labelledby=pres-title] .warn`)),
+		chromedp.WaitVisible(chromedp.CSS(`form[aria-labelledby=pres-title] .result p`)),
 	)
-	if got := text(t, page, `form[aria-labelledby=pres-title] .warn`); !strings.Contains(got, ids[2]) {
-		t.Fatalf("presence does not name the unreachable node: %q", got)
+	if got := text(t, page, `form[aria-labelledby=pres-title] .result`); !strings.Contains(got, "Nobody is in lobby.") {
+		t.Fatalf("presence of an empty room: %q", got)
 	}
 
 	viewport(t, page, mobileWidth)

@@ -44,12 +44,14 @@ func startRealtimeCluster(t *testing.T) *realtimeCluster {
 	}
 }
 
-// sock is a real WebSocket client; frames arrive on a channel.
+// sock is a real WebSocket client; frames arrive on a channel, presence
+// frames on their own (presence_test.go reads them).
 type sock struct {
-	conn   *websocket.Conn
-	frames chan realtime.Frame
-	done   chan struct{}
-	err    error
+	conn     *websocket.Conn
+	frames   chan realtime.Frame
+	presence chan realtime.Frame
+	done     chan struct{}
+	err      error
 }
 
 func wsURL(srv *testServer, ticket string) string {
@@ -77,7 +79,7 @@ func dialSock(t *testing.T, d *websocket.Dialer, url string) *sock {
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, res)
 	}
-	s := &sock{conn: conn, frames: make(chan realtime.Frame, 256), done: make(chan struct{})}
+	s := &sock{conn: conn, frames: make(chan realtime.Frame, 256), presence: make(chan realtime.Frame, 1024), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		for {
@@ -85,6 +87,10 @@ func dialSock(t *testing.T, d *websocket.Dialer, url string) *sock {
 			if err := conn.ReadJSON(&f); err != nil {
 				s.err = err
 				return
+			}
+			if strings.HasPrefix(f.Event, "presence.") {
+				s.presence <- f
+				continue
 			}
 			s.frames <- f
 		}

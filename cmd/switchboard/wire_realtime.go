@@ -28,6 +28,19 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 	return hub, bus
 }
 
+// newPresence makes, on web replicas, the tracker of who is in which room
+// across the cluster: the hub tells it of its sockets' joins and leaves,
+// the cluster which nodes are dead.
+func (a *app) newPresence() *realtime.PresenceTracker {
+	if a.hub == nil {
+		return nil
+	}
+	p := realtime.NewPresence(realtime.PresenceOptions{DB: a.pool, NodeID: a.nodeID, Hub: a.hub, Nodes: a.cluster,
+		Logger: a.logger, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
+	a.hub.TrackPresence(p)
+	return p
+}
+
 // realtimeWebOptions gives the web server the realtime routes on web replicas.
 func (a *app) realtimeWebOptions(o *web.Options) {
 	if a.hub == nil {
@@ -36,6 +49,7 @@ func (a *app) realtimeWebOptions(o *web.Options) {
 	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.hub, a.bus, a.bus
 	o.History = realtime.Streams{DB: a.pool}
 	o.Rooms = realtime.Rooms{DB: a.pool}
+	o.Presence = a.presence
 }
 
 // wireRealtime makes readiness depend, on web replicas, on the LISTEN

@@ -1,6 +1,6 @@
 // Package cluster owns cluster membership and node-to-node calls. Every
 // process (node) registers in cluster_nodes and heartbeats; any node answers
-// for the whole cluster (status, presence) by asking every registered node
+// for the whole cluster (status) by asking every registered node
 // over HMAC-signed internal HTTP calls, and fans operator actions (disconnect
 // a user, drain a node) out to them, reporting which nodes acked and which
 // failed. A signed internal request is applied on its node only and never
@@ -35,7 +35,7 @@ const (
 	DefaultHeartbeatEvery = 2 * time.Second
 	DefaultExpireAfter    = 10 * time.Second
 	DefaultReapAfter      = time.Minute
-	// GatherBudget is how long status and presence wait for each node.
+	// GatherBudget is how long status waits for each node.
 	GatherBudget = 500 * time.Millisecond
 	// ActionBudget is how long a fanned-out action waits for each node.
 	ActionBudget = 2 * time.Second
@@ -45,8 +45,6 @@ const (
 type Sockets interface {
 	// LocalConnections is the number of sockets open on this node.
 	LocalConnections() int
-	// RoomMembersLocal maps user id to connection count in room, on this node.
-	RoomMembersLocal(room string) map[string]int
 	// DrainLocal tells every local socket server.draining and refuses new ones.
 	DrainLocal()
 }
@@ -305,6 +303,5 @@ func (c *Cluster) DrainLocal(ctx context.Context) {
 
 type noSockets struct{}
 
-func (noSockets) LocalConnections() int                  { return 0 }
-func (noSockets) RoomMembersLocal(string) map[string]int { return nil }
-func (noSockets) DrainLocal()                            {}
+func (noSockets) LocalConnections() int { return 0 }
+func (noSockets) DrainLocal()           {}

@@ -17,7 +17,6 @@ const InternalPrefix = "/internal/v1"
 func (c *Cluster) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/status", c.forSelf("status", c.serveStatus))
-	mux.Handle("GET "+InternalPrefix+"/nodes/{node}/presence", c.forSelf("presence", c.servePresence))
 	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/actions/{action}", c.forSelf("action", c.serveAction))
 	mux.Handle("POST "+InternalPrefix+"/nodes/{node}/drain", c.forSelf("drain", c.serveDrain))
 	return c.refuseOtherNodes(requireSignature(c.opts.Secret, mux))
@@ -67,27 +66,6 @@ func (c *Cluster) localStatus() localStatus {
 
 func (c *Cluster) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, c.localStatus())
-}
-
-type localPresence struct {
-	Users map[string]int `json:"users"`
-}
-
-func (c *Cluster) servePresence(w http.ResponseWriter, r *http.Request) {
-	room := r.URL.Query().Get("room")
-	if room == "" {
-		writeProblem(w, http.StatusUnprocessableEntity, "room is required")
-		return
-	}
-	writeJSON(w, localPresence{Users: c.roomMembersLocal(room)})
-}
-
-func (c *Cluster) roomMembersLocal(room string) map[string]int {
-	m := c.opts.Sockets.RoomMembersLocal(room)
-	if m == nil {
-		m = map[string]int{}
-	}
-	return m
 }
 
 type drainAck struct {

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
@@ -163,53 +161,4 @@ func (c *Cluster) Drain(ctx context.Context, id string) error {
 		return &CallError{Node: id, Err: fmt.Errorf("the node did not ack")}
 	}
 	return nil
-}
-
-// PresenceUser is one user in a room, over every node.
-type PresenceUser struct {
-	UserID      string `json:"user_id"`
-	Connections int    `json:"connections"`
-}
-
-// Presence is a room's members gathered from every node.
-type Presence struct {
-	Room             string         `json:"room"`
-	Users            []PresenceUser `json:"users"`
-	Degraded         bool           `json:"degraded" doc:"true when some node did not answer: its members are missing"`
-	UnavailableNodes []string       `json:"unavailable_nodes" doc:"ids of the nodes that did not answer"`
-}
-
-// Presence gathers room's members from every node (500 ms each) and merges
-// them by user.
-func (c *Cluster) Presence(ctx context.Context, room string) (Presence, error) {
-	nodes, err := c.nodes(ctx)
-	if err != nil {
-		return Presence{}, fmt.Errorf("room presence: %w", err)
-	}
-	answers := gather(ctx, c, nodes, GatherBudget,
-		func() localPresence { return localPresence{Users: c.roomMembersLocal(room)} },
-		func(ctx context.Context, n Node) (localPresence, error) {
-			var lp localPresence
-			err := c.callNode(ctx, "presence", n, http.MethodGet, nodePath(n, "/presence?"+url.Values{"room": {room}}.Encode()), &lp)
-			return lp, err
-		})
-	p := Presence{Room: room, Users: []PresenceUser{}, UnavailableNodes: []string{}}
-	merged := map[string]int{}
-	for _, a := range answers {
-		if a.err != nil {
-			p.Degraded = true
-			p.UnavailableNodes = append(p.UnavailableNodes, a.node.ID)
-			continue
-		}
-		for user, n := range a.val.Users {
-			merged[user] += n
-		}
-	}
-	for user, n := range merged {
-		if n > 0 {
-			p.Users = append(p.Users, PresenceUser{UserID: user, Connections: n})
-		}
-	}
-	sort.Slice(p.Users, func(i, j int) bool { return p.Users[i].UserID < p.Users[j].UserID })
-	return p, nil
 }

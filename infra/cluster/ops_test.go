@@ -250,53 +250,6 @@ func TestDrain(t *testing.T) {
 	})
 }
 
-func TestPresence(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-
-	t.Run("merges users across nodes", func(t *testing.T) {
-		t.Parallel()
-		nodes := threeNodes(t)
-		nodes[0].sockets.connect("alice", "lobby")
-		nodes[1].sockets.connect("alice", "lobby")
-		nodes[1].sockets.connect("bob", "lobby", "other")
-		nodes[2].sockets.connect("carol", "other")
-		p, err := nodes[2].Presence(ctx, "lobby")
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []PresenceUser{{"alice", 2}, {"bob", 1}}
-		if p.Room != "lobby" || p.Degraded || len(p.UnavailableNodes) != 0 || !slices.Equal(p.Users, want) {
-			t.Fatalf("presence: %+v", p)
-		}
-	})
-
-	t.Run("a node down: degraded and named", func(t *testing.T) {
-		t.Parallel()
-		nodes := threeNodes(t)
-		nodes[0].sockets.connect("alice", "lobby")
-		nodes[1].sockets.connect("bob", "lobby")
-		nodes[1].crash()
-		p, err := nodes[2].Presence(ctx, "lobby")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !p.Degraded || !slices.Equal(p.UnavailableNodes, []string{nodes[1].NodeID()}) || !slices.Equal(p.Users, []PresenceUser{{"alice", 1}}) {
-			t.Fatalf("presence: %+v", p)
-		}
-	})
-
-	t.Run("room names travel escaped", func(t *testing.T) {
-		t.Parallel()
-		nodes := threeNodes(t)
-		nodes[1].sockets.connect("alice", "a&b=c/d?e f")
-		p, err := nodes[0].Presence(ctx, "a&b=c/d?e f")
-		if err != nil || p.Degraded || len(p.Users) != 1 {
-			t.Fatalf("presence: %+v %v", p, err)
-		}
-	})
-}
-
 // TestSignedCallsAreNotFannedOut sends a signed request straight to each
 // internal route of one node: it is applied there and no other node hears
 // of it.
@@ -311,7 +264,6 @@ func TestSignedCallsAreNotFannedOut(t *testing.T) {
 	client := NewHTTPClient()
 	for _, path := range []struct{ method, path string }{
 		{http.MethodGet, nodePath(self, "/status")},
-		{http.MethodGet, nodePath(self, "/presence?room=lobby")},
 		{http.MethodPost, nodePath(self, "/actions/disconnect?arg=alice")},
 		{http.MethodPost, nodePath(self, "/drain")},
 	} {
@@ -326,8 +278,8 @@ func TestSignedCallsAreNotFannedOut(t *testing.T) {
 			t.Fatalf("%s %s: %d", path.method, path.path, res.StatusCode)
 		}
 	}
-	if got := target.CallsReceived(); got != 4 {
-		t.Fatalf("target served %d calls, want 4", got)
+	if got := target.CallsReceived(); got != 3 {
+		t.Fatalf("target served %d calls, want 3", got)
 	}
 	for i, n := range nodes {
 		if n.CallsSent() != 0 || (i > 0 && n.CallsReceived() != 0) {

@@ -19,7 +19,7 @@ const (
 )
 
 // ReservedPrefixes are event-name prefixes the server alone publishes.
-var ReservedPrefixes = []string{"task.", "rpc.", "server.", "room."}
+var ReservedPrefixes = []string{"task.", "rpc.", "server.", "room.", "presence."}
 
 // Room checks a room name: 1–128 bytes of valid UTF-8, no control
 // characters, and no white space at either end (so " " is not a room, and

@@ -3,6 +3,7 @@
 
 import { backoffDelay, DEFAULT_BACKOFF, DEFAULT_RATE_LIMITED_BACKOFF } from './backoff.js';
 import { StreamTracker } from './streams.js';
+import { PresenceBook } from './presence.js';
 
 /** Close codes of docs/api.md. */
 export const CloseCodes = Object.freeze({
@@ -57,6 +58,7 @@ export class RealtimeClient extends EventTarget {
   #seq = 0;
   #connectWaiters = [];
   #resumeId = null;
+  #presence = new PresenceBook();
 
   /** @param {import('../index.js').RealtimeOptions} options */
   constructor(options = {}) {
@@ -87,6 +89,13 @@ export class RealtimeClient extends EventTarget {
 
   /** Rooms this client is in (or will rejoin on the next socket). */
   get rooms() { return [...this.#rooms.keys()]; }
+
+  /**
+   * User ids present in a joined room over every replica (presence.join /
+   * presence.leave, on top of options.getPresence's snapshot); undefined
+   * for a room not joined.
+   */
+  presence(room) { return this.#presence.members(room); }
 
   /** Frames waiting to be written. */
   get queued() { return this.#outbox.filter((i) => !i.control).length; }
@@ -130,6 +139,7 @@ export class RealtimeClient extends EventTarget {
     const entry = this.#rooms.get(room);
     if (!entry) return;
     this.#rooms.delete(room);
+    this.#presence.forget(room);
     for (const w of entry.waiters) w.reject(new Error(`left room ${room}`));
     this.#tracker.forget(`room:${room}`);
     this.#outbox = this.#outbox.filter((i) => !(i.control && i.room === room));
@@ -263,6 +273,10 @@ export class RealtimeClient extends EventTarget {
       case 'error':
         this.#onServerError(frame);
         break;
+      case 'presence.join':
+      case 'presence.leave':
+        this.#onPresence(this.#presence.frame(frame));
+        break;
     }
     this.#apply(this.#tracker.accept(frame));
   }
@@ -277,6 +291,7 @@ export class RealtimeClient extends EventTarget {
   #onJoined(frame) {
     const entry = this.#rooms.get(frame.room);
     if (!entry) return;
+    this.#loadPresence(frame.room);
     for (const w of entry.waiters.splice(0)) w.resolve();
   }
 
@@ -291,8 +306,29 @@ export class RealtimeClient extends EventTarget {
       for (const w of entry.waiters) w.reject(new Error(`removed from room ${room} (${reason})`));
     }
     this.#tracker.forget(`room:${room}`);
+    this.#presence.forget(room);
     this.#outbox = this.#outbox.filter((i) => !(i.control && i.room === room));
     this.#emit('room.removed', { room, reason });
+  }
+
+  // After each room.joined: members afresh, from options.getPresence's snapshot when given.
+  async #loadPresence(room) {
+    const get = this.#o.getPresence;
+    const gen = this.#presence.joined(room, typeof get === 'function');
+    if (typeof get !== 'function') return;
+    try {
+      const snap = await get(room);
+      const members = this.#presence.snapshot(room, gen, Array.isArray(snap?.users) ? snap.users : []);
+      if (members) this.#emit('presence', { room, members, snapshot: true });
+    } catch (error) {
+      const members = this.#presence.snapshotFailed(room, gen);
+      this.#emit('error', { phase: 'presence', error });
+      if (members) this.#emit('presence', { room, members, snapshot: false });
+    }
+  }
+
+  #onPresence(change) {
+    if (change) this.#emit('presence', change);
   }
 
   #onServerError(frame) {

@@ -44,7 +44,8 @@ export function clusterView({ main }) {
       presOut.replaceChildren(
         p.users.length ? h('ul', {}, p.users.map((u) => h('li', {}, h('code', {}, u.user_id), ` — ${u.connections} connection(s)`)))
           : h('p', {}, `Nobody is in ${p.room}.`),
-        p.degraded ? h('p', { class: 'warn' }, `Incomplete: no answer from ${p.unavailable_nodes.join(', ')}.`) : h('p', { class: 'muted' }, 'Every node answered.'));
+        p.degraded ? h('p', { class: 'warn' }, `Some of these members are on nodes that stopped heartbeating (${p.unavailable_nodes.join(', ')}): they leave once the node is judged dead.`)
+          : h('p', { class: 'muted' }, 'Every node holding members is live.'));
     } catch (err) { presOut.replaceChildren(problem(err)); }
   } }, h('h2', { id: 'pres-title' }, 'Presence'),
   field('Room', room), h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Show members')), presOut);
