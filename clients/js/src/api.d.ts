@@ -301,7 +301,7 @@ export interface paths {
         };
         /**
          * Who is in a room, over every node
-         * @description Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).
+         * @description Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
          */
         get: operations["presence"];
         put?: never;
@@ -986,15 +986,18 @@ export interface components {
             ws_connections: number;
         };
         Presence: {
-            /** @description true when some node did not answer: its members are missing */
+            /** @description true when some members are held by nodes that stopped heartbeating: they may be gone, and their presence.leave follows once the node is judged dead */
             degraded: boolean;
             room: string;
-            /** @description ids of the nodes that did not answer */
+            /** @description ids of the nodes that stopped heartbeating while holding members of the room */
             unavailable_nodes: string[];
             users: components["schemas"]["PresenceUser"][];
         };
         PresenceUser: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description the user's sockets in the room, over every node
+             */
             connections: number;
             user_id: string;
         };

@@ -746,17 +746,18 @@ type NodeStatus struct {
 
 // Presence defines model for Presence.
 type Presence struct {
-	// Degraded true when some node did not answer: its members are missing
+	// Degraded true when some members are held by nodes that stopped heartbeating: they may be gone, and their presence.leave follows once the node is judged dead
 	Degraded bool   `json:"degraded"`
 	Room     string `json:"room"`
 
-	// UnavailableNodes ids of the nodes that did not answer
+	// UnavailableNodes ids of the nodes that stopped heartbeating while holding members of the room
 	UnavailableNodes []string       `json:"unavailable_nodes"`
 	Users            []PresenceUser `json:"users"`
 }
 
 // PresenceUser defines model for PresenceUser.
 type PresenceUser struct {
+	// Connections the user's sockets in the room, over every node
 	Connections int64  `json:"connections"`
 	UserId      string `json:"user_id"`
 }
@@ -1619,7 +1620,7 @@ type ClientInterface interface {
 
 	// Presence Who is in a room, over every node
 	//
-	// Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).
+	// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
 	//
 	// Corresponds with GET /v1/presence (the `Presence` operationId).
 	Presence(ctx context.Context, params *PresenceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2242,7 +2243,7 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 
 // Presence Who is in a room, over every node
 //
-// Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).
+// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
 //
 // Corresponds with GET /v1/presence (the `Presence` operationId).
 func (c *Client) Presence(ctx context.Context, params *PresenceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4947,7 +4948,7 @@ type ClientWithResponsesInterface interface {
 
 	// PresenceWithResponse Who is in a room, over every node
 	//
-	// Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).
+	// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8876,7 +8877,7 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 
 // PresenceWithResponse Who is in a room, over every node
 //
-// Gathered from every live node (500 ms each). Nodes that do not answer are named in unavailable_nodes and the answer is degraded. A members-only room: its members and admins only (403, before any node is asked).
+// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
 //
 // Returns a wrapper object for the known response body format(s).
 //
