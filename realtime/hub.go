@@ -53,6 +53,8 @@ type HubOptions struct {
 	PingPeriod time.Duration
 	// Limits on the frames clients send and on sockets per user (limits.go).
 	Limits FrameLimits
+	// hold replaces holdNewSockets (tests).
+	hold time.Duration
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
@@ -82,6 +84,7 @@ type Hub struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool
+	hold     time.Duration // holdNewSockets; tests lengthen it
 }
 
 // client is one socket. It is indexed before the upgrade answers 101, so
@@ -145,7 +148,7 @@ func NewHub(opts HubOptions) *Hub {
 		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
 		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
 		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
-		reads: reads{due: map[string]int64{}},
+		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for _, o := range opts.AllowedOrigins {
@@ -285,7 +288,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
-	time.AfterFunc(holdNewSockets, func() { h.releaseHeld(c) })
+	time.AfterFunc(h.hold, func() { h.releaseHeld(c) })
 	c.mu.Unlock()
 	h.mu.RLock()
 	closed := h.closed
@@ -386,12 +389,6 @@ func (h *Hub) deliver(user, room string, frame []byte) int {
 		h.write(c, frame)
 	}
 	return len(set)
-}
-
-func (h *Hub) hasUser(user string) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.byUser[user]) > 0
 }
 
 // hasRecipients reports whether an event for user, room or everyone has a
