@@ -184,7 +184,7 @@ func (b *Bus) ring(ctx context.Context, stored []stream.Event) {
 	}
 	for _, bell := range bells {
 		select {
-		case b.queue <- outgoing{payload: bell}:
+		case b.queue <- outgoing{payload: bell, doorbell: true}:
 		case <-ctx.Done():
 			b.drop([]outgoing{{payload: bell}}, "doorbell dropped at shutdown", ctx.Err())
 			return

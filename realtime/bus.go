@@ -142,6 +142,7 @@ type outgoing struct {
 	payload   string
 	spillID   string
 	spillBody []byte
+	doorbell  bool // a stream doorbell of this node (stream.EncodeDoorbells)
 }
 
 // NewBus builds a bus that delivers to opts.Hub. The hub's clients publish

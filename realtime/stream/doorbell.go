@@ -69,10 +69,7 @@ func (r Range) Events() []Event {
 // (consecutive such events as one range without bodies).
 func EncodeDoorbells(origin string, events []Event, maxBytes int) ([]string, error) {
 	maxBytes = cmp.Or(maxBytes, DefaultDoorbellBytes)
-	head := `{"r":[`
-	if origin != "" {
-		head = `{"o":` + quote(origin) + `,"r":[`
-	}
+	head := doorbellHead(origin)
 	limit := maxBytes - len(head) - 2
 	var out []string
 	cur := []byte(head)
@@ -96,6 +93,37 @@ func EncodeDoorbells(origin string, events []Event, maxBytes int) ([]string, err
 		out = append(out, string(cur)+"]}")
 	}
 	return out, nil
+}
+
+// doorbellHead is how every doorbell of origin starts, up to its ranges.
+func doorbellHead(origin string) string {
+	if origin == "" {
+		return `{"r":[`
+	}
+	return `{"o":` + quote(origin) + `,"r":[`
+}
+
+// JoinDoorbells joins two doorbells of origin (as EncodeDoorbells wrote
+// them) into one with a's ranges, then b's, when it is at most maxBytes
+// (DefaultDoorbellBytes when zero): the publisher NOTIFYs fewer, fuller
+// doorbells when appends come faster than it sends them.
+func JoinDoorbells(origin, a, b string, maxBytes int) (string, bool) {
+	head := doorbellHead(origin)
+	maxBytes = cmp.Or(maxBytes, DefaultDoorbellBytes)
+	ra, oka := doorbellRanges(head, a)
+	rb, okb := doorbellRanges(head, b)
+	if !oka || !okb || len(head)+len(ra)+1+len(rb)+2 > maxBytes {
+		return "", false
+	}
+	return head + ra + "," + rb + "]}", true
+}
+
+// doorbellRanges is the ranges part of a doorbell written with head.
+func doorbellRanges(head, d string) (string, bool) {
+	if len(d) < len(head)+3 || d[:len(head)] != head || d[len(d)-2:] != "]}" {
+		return "", false
+	}
+	return d[len(head) : len(d)-2], true
 }
 
 // runs groups events into runs of consecutive offsets of one stream's

@@ -180,6 +180,36 @@ func TestDoorbell(t *testing.T) {
 		}
 	})
 
+	t.Run("two doorbells join into one with the ranges of both, in order, when it fits", func(t *testing.T) {
+		t.Parallel()
+		s := userStream()
+		first, err := stream.EncodeDoorbells("node-1", stored(s, "e", 1, 2, `{"n":1}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := stream.EncodeDoorbells("node-1", stored(s, "e", 3, 1, `{"n":3}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined, ok := stream.JoinDoorbells("node-1", first[0], second[0], 0)
+		if !ok {
+			t.Fatalf("%q and %q not joined", first[0], second[0])
+		}
+		d := decodeAll(t, []string{joined}, stream.DefaultDoorbellBytes)[0]
+		if d.Origin != "node-1" || len(d.Ranges) != 2 || d.Ranges[0].First != 1 || d.Ranges[0].Last != 2 || d.Ranges[1].First != 3 || len(d.Ranges[1].Events()) != 1 {
+			t.Fatalf("joined doorbell %+v", d)
+		}
+		if _, ok := stream.JoinDoorbells("node-1", first[0], second[0], len(joined)-1); ok {
+			t.Fatal("joined past the limit")
+		}
+		if _, ok := stream.JoinDoorbells("node-2", first[0], second[0], 0); ok {
+			t.Fatal("joined doorbells of another origin")
+		}
+		if _, ok := stream.JoinDoorbells("node-1", first[0], `{"o":"node-1","n":1,"k":"e"}`, 0); ok {
+			t.Fatal("joined a doorbell with something else")
+		}
+	})
+
 	t.Run("a limit too small for one bare range is an error", func(t *testing.T) {
 		t.Parallel()
 		_, err := stream.EncodeDoorbells("n", stored(userStream(), "e", 1, 1, ""), 40)
