@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/switchboard/switchboard/realtime/stream"
@@ -11,12 +12,14 @@ import (
 
 // Stored events take this path: Publish queues the event for the one
 // append goroutine and waits; the goroutine takes whatever is queued (up to
-// MaxBatch), stores it with one stream.Append (one round trip, committed
-// when it returns), hands the stored events to the local hub, answers the
-// waiting publishers and queues the doorbells for the publish loop, which
-// NOTIFYs them after the commit in its own round trip. So an event is
-// acknowledged only once it is durable, and the append of one batch
-// overlaps the NOTIFY of the previous one.
+// MaxBatch) and stores it with one stream.Append (one round trip, committed
+// when it returns), then goes on with the next batch while a second
+// goroutine, in batch order, queues the doorbells for the publish loop
+// (which NOTIFYs them after the commit in its own round trip), hands the
+// stored events to the local hub and answers the waiting publishers. So an
+// event is acknowledged only once it is durable, the append of one batch
+// overlaps the delivery and NOTIFY of the previous one, and what is
+// delivered and rung keeps the order of the commits.
 
 type appendReq struct {
 	ev   stream.Event
@@ -24,6 +27,11 @@ type appendReq struct {
 }
 
 // publishStored appends ev to its stream and returns once it committed.
+// ctx bounds the wait for room in the append queue; once queued, the event
+// is stored or refused by the append loop, whose database attempts are
+// bounded (appendWithRetry), so Publish waits for that answer: a timeout
+// after queueing would tell the caller to try again while the event may
+// still be stored, and the retry would store it twice.
 func (b *Bus) publishStored(ctx context.Context, ev Event, name string) error {
 	req := appendReq{
 		ev:   stream.Event{Stream: name, Event: ev.Event, ID: ev.ID, From: ev.From, Payload: ev.Payload},
@@ -45,30 +53,61 @@ func (b *Bus) publishStored(ctx context.Context, ev Event, name string) error {
 	select {
 	case err := <-req.done:
 		return err
-	case <-ctx.Done(): // it may still be stored
-		return fmt.Errorf("append %s to its stream: %w", ev.Event, ctx.Err())
+	case <-b.appendsDone:
+		select { // the loop answered it last, or exited before taking it
+		case err := <-req.done:
+			return err
+		default:
+			return ErrStopped
+		}
 	}
 }
 
-// appendLoop is the one goroutine that appends. When Stop begins it
-// appends what is queued (within StopTimeout) and closes appendsDone, after
-// which the publish loop sends the last doorbells.
+// storedBatch is a committed batch on its way to delivery.
+type storedBatch struct {
+	reqs   []appendReq
+	stored []stream.Event
+}
+
+// appendLoop is the one goroutine that appends; deliverLoop delivers and
+// rings what it stored, in order. When Stop begins it appends what is
+// queued (within StopTimeout), waits for the last deliveries and closes
+// appendsDone, after which the publish loop sends the last doorbells.
 func (b *Bus) appendLoop(ctx context.Context) {
 	defer close(b.appendsDone)
+	committed := make(chan storedBatch, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { b.deliverLoop(ctx, committed) })
+	defer wg.Wait()
+	defer close(committed)
 	stopping := b.base.Stopping()
 	for {
 		select {
 		case req := <-b.appends:
-			b.appendBatch(ctx, b.collectAppends(req))
+			b.appendBatch(ctx, b.collectAppends(req), committed)
 		case <-stopping:
 			for {
 				select {
 				case req := <-b.appends:
-					b.appendBatch(ctx, b.collectAppends(req))
+					b.appendBatch(ctx, b.collectAppends(req), committed)
 				default:
 					return
 				}
 			}
+		}
+	}
+}
+
+// deliverLoop rings, delivers locally and acknowledges committed batches
+// in commit order.
+func (b *Bus) deliverLoop(ctx context.Context, committed <-chan storedBatch) {
+	for sb := range committed {
+		b.ring(ctx, sb.stored)
+		if b.hub != nil {
+			b.hub.offer(b.localOffers(sb.stored)) // rooms.go
+		}
+		for _, req := range sb.reqs {
+			req.done <- nil
 		}
 	}
 }
@@ -86,18 +125,19 @@ func (b *Bus) collectAppends(first appendReq) []appendReq {
 	return batch
 }
 
-// appendBatch stores a batch. An event the store refuses (stream.ErrInvalid)
-// fails alone: the batch is split until it is isolated.
-func (b *Bus) appendBatch(ctx context.Context, batch []appendReq) {
+// appendBatch stores a batch and hands it to the delivery loop. An event
+// the store refuses (stream.ErrInvalid) fails alone: the batch is split
+// until it is isolated.
+func (b *Bus) appendBatch(ctx context.Context, batch []appendReq, committed chan<- storedBatch) {
 	evs := make([]stream.Event, len(batch))
 	for i, req := range batch {
 		evs[i] = req.ev
 	}
-	ps, err := b.appendWithRetry(ctx, evs)
+	stored, err := b.appendWithRetry(ctx, evs)
 	if errors.Is(err, stream.ErrInvalid) && len(batch) > 1 {
 		half := len(batch) / 2
-		b.appendBatch(ctx, batch[:half])
-		b.appendBatch(ctx, batch[half:])
+		b.appendBatch(ctx, batch[:half], committed)
+		b.appendBatch(ctx, batch[half:], committed)
 		return
 	}
 	if err != nil {
@@ -107,32 +147,25 @@ func (b *Bus) appendBatch(ctx context.Context, batch []appendReq) {
 		}
 		return
 	}
-	stored := stream.Stored(evs, ps)
 	b.metrics.appended.Add(float64(len(batch)))
 	b.metrics.appendBatch.Observe(float64(len(batch)))
-	if b.hub != nil {
-		b.hub.offer(b.localOffers(stored)) // rooms.go
-	}
-	for _, req := range batch {
-		req.done <- nil
-	}
-	b.ring(ctx, stored)
+	committed <- storedBatch{reqs: batch, stored: stored}
 }
 
 // appendWithRetry appends, retrying a database that is away (not one that
 // refuses the data) three times within 5 s.
-func (b *Bus) appendWithRetry(ctx context.Context, evs []stream.Event) ([]stream.Position, error) {
+func (b *Bus) appendWithRetry(ctx context.Context, evs []stream.Event) ([]stream.Event, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ps, err := b.opts.Store.Append(actx, evs)
+		stored, err := b.opts.Store.AppendStored(actx, evs)
 		cancel()
 		if err == nil || errors.Is(err, stream.ErrInvalid) || refusedContent(err) || attempt == 3 || ctx.Err() != nil {
 			if err != nil && !errors.Is(err, stream.ErrInvalid) {
 				b.logger.Error("events not stored: the database did not take them", "events", len(evs), "error", err)
 				err = fmt.Errorf("store events: %w", err)
 			}
-			return ps, err
+			return stored, err
 		}
 		select {
 		case <-time.After(backoff):
@@ -151,7 +184,7 @@ func (b *Bus) ring(ctx context.Context, stored []stream.Event) {
 	}
 	for _, bell := range bells {
 		select {
-		case b.queue <- outgoing{payload: bell}:
+		case b.queue <- outgoing{payload: bell, doorbell: true}:
 		case <-ctx.Done():
 			b.drop([]outgoing{{payload: bell}}, "doorbell dropped at shutdown", ctx.Err())
 			return

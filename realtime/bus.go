@@ -146,6 +146,7 @@ type outgoing struct {
 	payload   string
 	spillID   string
 	spillBody []byte
+	doorbell  bool // a stream doorbell of this node (stream.EncodeDoorbells)
 }
 
 // NewBus builds a bus that delivers to opts.Hub. The hub's clients publish
@@ -220,6 +221,14 @@ func (b *Bus) publish(ctx context.Context, ev Event) error {
 	if ev.ID == "" {
 		ev.ID = uuid.NewString()
 	}
+	if name := streamOf(ev); name != "" && b.opts.Store != nil {
+		// The frame is written once stored (storedFrame); the store
+		// refuses a payload that is not JSON (stream.ErrInvalid).
+		if !utf8.Valid(ev.Payload) {
+			return fmt.Errorf("publish %s: %w", ev.Event, ErrInvalidUTF8)
+		}
+		return b.publishStored(ctx, ev, name)
+	}
 	frame, err := encodeFrame(ev, time.Now())
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", ev.Event, err)
@@ -228,9 +237,6 @@ func (b *Bus) publish(ctx context.Context, ev Event) error {
 		// Postgres refuses such NOTIFY text (the whole batch with it) and
 		// browsers close a socket that receives it: refuse it here, once.
 		return fmt.Errorf("publish %s: %w", ev.Event, ErrInvalidUTF8)
-	}
-	if name := streamOf(ev); name != "" && b.opts.Store != nil {
-		return b.publishStored(ctx, ev, name)
 	}
 	env := envelope{Kind: kindEvent, User: ev.To, Room: ev.Room, Frame: frame}
 	b.dispatch(env)

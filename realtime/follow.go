@@ -204,35 +204,67 @@ func (h *Hub) followers(name string) map[*client]struct{} {
 }
 
 // offer hands stored events (this replica's appends, a doorbell's bodies)
-// to the sockets that follow their streams.
+// to the sockets that follow their streams. Each run of consecutive events
+// of one stream is offered under one lock of the hub and of each follower,
+// its frames encoded only when someone here follows it.
 func (h *Hub) offer(evs []stream.Event) {
-	for _, ev := range evs {
-		frame := storedFrame(ev)
-		h.mu.RLock()
-		for c := range h.followers(ev.Stream) {
-			h.offerTo(c, ev, frame)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for len(evs) > 0 {
+		n := 1
+		for n < len(evs) && evs[n].Stream == evs[0].Stream {
+			n++
 		}
-		h.mu.RUnlock()
+		run := evs[:n]
+		evs = evs[n:]
+		set := h.followers(run[0].Stream)
+		if len(set) == 0 {
+			continue
+		}
+		frames := make([][]byte, len(run))
+		for i, ev := range run {
+			frames[i] = storedFrame(ev)
+		}
+		for c := range set {
+			h.offerTo(c, run, frames)
+		}
 	}
 }
 
-func (h *Hub) offerTo(c *client, ev stream.Event, frame []byte) {
+// offerTo offers a run of one stream's events to c.
+func (h *Hub) offerTo(c *client, run []stream.Event, frames [][]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for i, ev := range run {
+		if !h.offerLocked(c, ev, frames[i]) {
+			return
+		}
+	}
+}
+
+// offerLocked writes ev to c if it is the next offset of its stream and
+// reports whether later offsets of the run may follow; the caller holds
+// c.mu.
+func (h *Hub) offerLocked(c *client, ev stream.Event, frame []byte) bool {
 	f := c.follows[ev.Stream]
 	switch {
 	case f == nil, f.held, f.paused: // not followed; or a read gives it later
+		return false
 	case f.epoch != "" && ev.Epoch != f.epoch:
 		h.requestRead(ev.Stream, f.last) // reset, or a stale position: the store decides
+		return false
 	case ev.Offset <= f.last: // delivered already
+		return true
 	case ev.Offset == f.last+1 && !h.fits(c, frame):
 		f.paused, c.paused = true, true // read once the socket has taken what is queued
+		return false
 	case ev.Offset == f.last+1:
 		f.epoch, f.last = ev.Epoch, ev.Offset
 		h.writeLocked(c, frame)
-	default:
-		h.requestRead(ev.Stream, f.last)
+		return true
 	}
+	h.requestRead(ev.Stream, f.last)
+	return false
 }
 
 // behind is a doorbell range without bodies: followers of name behind last

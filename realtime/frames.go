@@ -48,7 +48,13 @@ type callRecord struct {
 // rate limits can (admitFrame).
 func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	c := clientOf(s)
-	if c == nil || c.closing.Load() || !h.admitFrame(c, len(msg)) {
+	if c == nil {
+		return
+	}
+	// A new socket's held user stream starts after its first frame, handled
+	// or refused: after a resume sent first has positioned it.
+	defer h.releaseHeld(c)
+	if c.closing.Load() || !h.admitFrame(c, len(msg)) {
 		return
 	}
 	if int64(len(msg)) > h.opts.MaxFrameBytes {
@@ -67,7 +73,6 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	if err := h.handle(c, f); err != nil {
 		h.sendErrorCode(c, f.ID, errorCode(err), err.Error())
 	}
-	h.releaseHeld(c) // after a resume sent first has positioned it
 }
 
 func (h *Hub) handle(c *client, f Frame) error {
@@ -274,13 +279,21 @@ func (h *Hub) requireMember(c *client, room string) error {
 }
 
 // deliverCall writes an rpc.call frame to user's sockets and remembers which
-// node waits for the answer.
+// node waits for the answer. The write lock covers only the record; the
+// frame goes out under the read lock, as every other delivery.
 func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
+	if !h.recordCall(user, callID, node, until) {
+		return
+	}
+	h.deliver(user, "", frame)
+}
+
+// recordCall remembers a call for user if a socket of user is here.
+func (h *Hub) recordCall(user, callID, node string, until time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	set := h.byUser[user]
-	if len(set) == 0 {
-		return
+	if len(h.byUser[user]) == 0 {
+		return false
 	}
 	now := time.Now()
 	if now.Sub(h.swept) > 10*time.Second {
@@ -292,9 +305,7 @@ func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []by
 		h.swept = now
 	}
 	h.calls[callID] = callRecord{node: node, user: user, until: until}
-	for c := range set {
-		h.write(c, frame)
-	}
+	return true
 }
 
 // result routes a client's rpc.result to the waiting node. Only the called

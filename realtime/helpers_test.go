@@ -168,6 +168,9 @@ func (c *wsClient) closeCode(t testing.TB) int {
 	return 0
 }
 
+// hasUser reports whether a socket of user is open on h.
+func (h *Hub) hasUser(user string) bool { return h.hasRecipients(user, "") }
+
 // waitFor polls cond until it holds, failing after 10 s.
 
 func counterValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }

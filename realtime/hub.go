@@ -56,6 +56,8 @@ type HubOptions struct {
 	// Rooms is asked before a socket joins a room (rooms.go): Rooms. Nil:
 	// every room is open.
 	Rooms RoomAccess
+	// hold replaces holdNewSockets (tests).
+	hold time.Duration
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
@@ -89,6 +91,7 @@ type Hub struct {
 	draining atomic.Bool
 	// evictions counts room access notices applied (rooms.go).
 	evictions atomic.Uint64
+	hold      time.Duration // holdNewSockets; tests lengthen it
 }
 
 // client is one socket. It is indexed before the upgrade answers 101, so
@@ -152,7 +155,7 @@ func NewHub(opts HubOptions) *Hub {
 		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
 		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
 		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
-		reads: reads{due: map[string]int64{}},
+		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for _, o := range opts.AllowedOrigins {
@@ -293,7 +296,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
-	time.AfterFunc(holdNewSockets, func() { h.releaseHeld(c) })
+	time.AfterFunc(h.hold, func() { h.releaseHeld(c) })
 	c.mu.Unlock()
 	h.mu.RLock()
 	closed := h.closed
@@ -394,12 +397,6 @@ func (h *Hub) deliver(user, room string, frame []byte) int {
 		h.write(c, frame)
 	}
 	return len(set)
-}
-
-func (h *Hub) hasUser(user string) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.byUser[user]) > 0
 }
 
 // hasRecipients reports whether an event for user, room or everyone has a

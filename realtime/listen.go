@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,24 +132,30 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 // receive handles one notification from another node: it skips its own and
 // those for nobody here before fetching a spilled body.
 func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
-	var probe struct {
-		Origin string `json:"o"`
-		Kind   string `json:"k"`
-	}
-	if err := json.Unmarshal([]byte(payload), &probe); err != nil {
-		b.logger.Warn("bus: unreadable notification", "error", err)
-		return
+	origin, doorbell, ok := peekNotification(payload)
+	kind := ""
+	if !ok {
+		var probe struct {
+			Origin string `json:"o"`
+			Kind   string `json:"k"`
+		}
+		if err := json.Unmarshal([]byte(payload), &probe); err != nil {
+			b.logger.Warn("bus: unreadable notification", "error", err)
+			return
+		}
+		origin, kind = probe.Origin, probe.Kind
+		doorbell = kind == "" // a stream doorbell (stream.Doorbell has no kind)
 	}
 	switch {
-	case probe.Origin == b.opts.NodeID:
-		if probe.Kind == "" {
+	case origin == b.opts.NodeID:
+		if doorbell {
 			b.receiveOwnDoorbell(payload) // rooms.go
 		}
 		return
-	case probe.Kind == "": // a stream doorbell (stream.Doorbell has no kind)
+	case doorbell:
 		b.receiveDoorbell(payload)
 		return
-	case probe.Kind == kindEvict:
+	case kind == kindEvict:
 		b.receiveEvict(ctx, payload) // rooms.go
 		return
 	}
@@ -170,6 +177,31 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 	}
 	b.metrics.received.Inc()
 	b.dispatch(env)
+}
+
+// peekNotification reads a notification's origin, and whether it is a
+// doorbell or an envelope, from how every node writes them: the origin
+// first, then a doorbell's ranges ("r", an array) or an envelope's
+// sequence number ("n"). Anything else (ok false) is decoded in full: a
+// node's own notifications, most of what it hears, are then skipped
+// without being parsed.
+func peekNotification(payload string) (origin string, doorbell, ok bool) {
+	rest, found := strings.CutPrefix(payload, `{"o":"`)
+	if !found {
+		return "", false, false
+	}
+	end := strings.IndexByte(rest, '"')
+	if end < 0 || strings.IndexByte(rest[:end], '\\') >= 0 {
+		return "", false, false
+	}
+	origin, rest = rest[:end], rest[end+1:]
+	switch {
+	case strings.HasPrefix(rest, `,"r":[`):
+		return origin, true, true
+	case strings.HasPrefix(rest, `,"n":`):
+		return origin, false, true
+	}
+	return "", false, false
 }
 
 func fetchSpilled(ctx context.Context, conn *pgx.Conn, id string) (envelope, error) {

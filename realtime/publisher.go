@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // publishLoop is the one goroutine that NOTIFYs: it takes whatever is
@@ -61,18 +63,33 @@ func (b *Bus) giveUpAfterStop(stopping, exited <-chan struct{}) context.Context 
 	return ctx
 }
 
-// collect adds to first whatever else is queued, up to MaxBatch.
+// collect adds to first whatever else is queued, up to MaxBatch
+// notifications; doorbells queued one after the other are joined while
+// they fit in one.
 func (b *Bus) collect(first outgoing) []outgoing {
 	batch := []outgoing{first}
 	for len(batch) < b.opts.MaxBatch {
 		select {
 		case out := <-b.queue:
-			batch = append(batch, out)
+			batch = b.appendJoined(batch, out)
 		default:
 			return batch
 		}
 	}
 	return batch
+}
+
+// appendJoined appends out to batch, joined to the last doorbell when
+// both are doorbells and fit in one.
+func (b *Bus) appendJoined(batch []outgoing, out outgoing) []outgoing {
+	last := &batch[len(batch)-1]
+	if out.doorbell && last.doorbell {
+		if joined, ok := stream.JoinDoorbells(b.opts.NodeID, last.payload, out.payload, maxDoorbellBytes); ok {
+			last.payload = joined
+			return batch
+		}
+	}
+	return append(batch, out)
 }
 
 // flush sends a batch, retrying a few times while the database is away;

@@ -16,10 +16,24 @@ const headOnly = math.MaxInt64 / 2
 // Reads of the store are coalesced per stream: any number of requests for
 // a stream before the read starts become one cursor, from the lowest
 // position asked for, and every pending stream goes into one ReadMany.
+// A read of few streams (a resume, a socket's gap) takes up to
+// readEventsFew events of each, so that a client resuming from the oldest
+// retained event is caught up in one round trip; a larger one up to
+// readEventsPerStream each.
 const (
 	readStreamsPerQuery = 1000
 	readEventsPerStream = 500
+	readFewStreams      = 50
+	readEventsFew       = 1000
 )
+
+// readLimit is how many events of each stream a read of n streams takes.
+func readLimit(n int) int {
+	if n <= readFewStreams {
+		return readEventsFew
+	}
+	return readEventsPerStream
+}
 
 // reads is the hub's queue of streams to read; one goroutine drains it
 // while there is something to read.
@@ -65,7 +79,7 @@ func (h *Hub) readLoop() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
-		hs, err := h.opts.Store.ReadMany(ctx, cursors, readEventsPerStream)
+		hs, err := h.opts.Store.ReadMany(ctx, cursors, readLimit(len(cursors)))
 		cancel()
 		if err == nil {
 			err = h.guardReads(hs) // rooms.go

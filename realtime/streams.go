@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/realtime/internal/wire"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
@@ -20,6 +21,12 @@ type Streams struct {
 // Append stores a batch in one round trip (stream.Append).
 func (s Streams) Append(ctx context.Context, evs []stream.Event) ([]stream.Position, error) {
 	return stream.Append(ctx, s.DB, evs)
+}
+
+// AppendStored stores a batch in one round trip and returns it as stored
+// (stream.AppendStored).
+func (s Streams) AppendStored(ctx context.Context, evs []stream.Event) ([]stream.Event, error) {
+	return stream.AppendStored(ctx, s.DB, evs)
 }
 
 // ReadMany reads many streams after their cursors in one query.
@@ -62,7 +69,7 @@ func ValidateStream(name string) error { return stream.ValidateStream(name) }
 
 // appender stores events: the Streams.
 type appender interface {
-	Append(ctx context.Context, evs []stream.Event) ([]stream.Position, error)
+	AppendStored(ctx context.Context, evs []stream.Event) ([]stream.Event, error)
 }
 
 // streamReader reads what sockets missed: the Streams.
@@ -110,12 +117,36 @@ func streamTarget(name string) (user, room string) {
 
 // storedFrame is the frame of a stored event: the live frame's fields plus
 // stream, offset and epoch, identical whether sent live, replayed or read
-// over HTTP.
+// over HTTP. It writes what marshal(Frame{…}) writes, without reflection
+// (every stored event a socket gets is encoded here); the payload is
+// copied as it is, compacted and checked by the store.
 func storedFrame(ev stream.Event) []byte {
 	user, room := streamTarget(ev.Stream)
-	b, _ := marshal(Frame{
-		Event: ev.Event, Room: room, To: user, From: ev.From, ID: ev.ID, Payload: ev.Payload,
-		TS: ev.TS.UTC().Format(time.RFC3339Nano), Stream: ev.Stream, Offset: ev.Offset, Epoch: ev.Epoch,
-	})
-	return b
+	b := make([]byte, 0, 160+len(ev.Payload)+len(ev.Stream))
+	b = append(b, '{')
+	b = wire.AppendField(b, true, "event", ev.Event)
+	b = optionalField(b, "room", room)
+	b = optionalField(b, "to", user)
+	b = optionalField(b, "from", ev.From)
+	b = optionalField(b, "id", ev.ID)
+	if len(ev.Payload) > 0 {
+		b = wire.AppendRaw(b, false, "payload", ev.Payload)
+	}
+	b = append(b, `,"ts":"`...)
+	b = ev.TS.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = optionalField(b, "stream", ev.Stream)
+	if ev.Offset != 0 {
+		b = wire.AppendInt(b, false, "offset", ev.Offset)
+	}
+	b = optionalField(b, "epoch", ev.Epoch)
+	return append(b, '}')
+}
+
+// optionalField appends a string field unless it is empty (omitempty).
+func optionalField(b []byte, name, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return wire.AppendField(b, false, name, s)
 }

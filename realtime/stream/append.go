@@ -60,31 +60,57 @@ SELECT epoch, stream_offset, ts FROM numbered ORDER BY ord`
 //
 // An invalid event (ErrInvalid) fails the whole batch and stores nothing.
 func Append(ctx context.Context, q db.DB, events []Event) ([]Position, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	args, err := appendArgs(events)
+	positions, _, err := appendEvents(ctx, q, events)
+	return positions, err
+}
+
+// AppendStored is Append returning the events as stored (what Stored
+// returns for Append's positions), without compacting the payloads twice:
+// what the appending replica delivers locally and rings.
+func AppendStored(ctx context.Context, q db.DB, events []Event) ([]Event, error) {
+	positions, payloads, err := appendEvents(ctx, q, events)
 	if err != nil {
 		return nil, err
 	}
+	out := make([]Event, len(events))
+	for i, ev := range events {
+		ev.Offset, ev.Epoch, ev.TS, ev.Payload = positions[i].Offset, positions[i].Epoch, positions[i].TS, payloads[i]
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// appendEvents stores events and returns their positions and the
+// compacted payloads it stored.
+func appendEvents(ctx context.Context, q db.DB, events []Event) ([]Position, [][]byte, error) {
+	if len(events) == 0 {
+		return nil, nil, nil
+	}
+	args, err := appendArgs(events)
+	if err != nil {
+		return nil, nil, err
+	}
 	rows, err := q.Query(ctx, appendSQL, args)
 	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
+		return nil, nil, fmt.Errorf("append events: %w", err)
 	}
 	positions := make([]Position, 0, len(events))
 	var p Position
 	_, err = pgx.ForEachRow(rows, []any{&p.Epoch, &p.Offset, &p.TS}, func() error {
+		if len(positions) == len(events) {
+			return fmt.Errorf("more rows than the %d events", len(events))
+		}
 		p.Stream, p.TS = events[len(positions)].Stream, p.TS.UTC()
 		positions = append(positions, p)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
+		return nil, nil, fmt.Errorf("append events: %w", err)
 	}
 	if len(positions) != len(events) {
-		return nil, fmt.Errorf("append events: stored %d of %d", len(positions), len(events))
+		return nil, nil, fmt.Errorf("append events: stored %d of %d", len(positions), len(events))
 	}
-	return positions, nil
+	return positions, args["payloads"].([][]byte), nil
 }
 
 // Stored returns events as Append stored them, given its positions: Offset,

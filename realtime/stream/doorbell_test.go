@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -105,6 +106,107 @@ func TestDoorbell(t *testing.T) {
 			if r := ranges[i+1]; r.Stream != s || len(r.Events()) != 1 {
 				t.Fatalf("range %d = %+v, want %s with its body", i+1, r, s)
 			}
+		}
+	})
+
+	t.Run("a range too long for one doorbell is cut into ranges that carry their bodies", func(t *testing.T) {
+		t.Parallel()
+		s := userStream()
+		evs := stored(s, "e", 41, 300, `{"text":"see you at the standup in five minutes","n":42}`)
+		ps, err := stream.EncodeDoorbells("node-1", evs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) < 2 {
+			t.Fatalf("%d doorbells for 300 events of ~150 bytes", len(ps))
+		}
+		var got []stream.Event
+		next := int64(41)
+		for _, d := range decodeAll(t, ps, stream.DefaultDoorbellBytes) {
+			for _, r := range d.Ranges {
+				if r.Stream != s || r.First != next || r.Bodies == nil {
+					t.Fatalf("range %s %d..%d (bodies %v), want %s from %d with bodies", r.Stream, r.First, r.Last, r.Bodies != nil, s, next)
+				}
+				got = append(got, r.Events()...)
+				next = r.Last + 1
+			}
+		}
+		if !reflect.DeepEqual(got, evs) {
+			t.Fatalf("the doorbells' events differ from the stored ones")
+		}
+	})
+
+	t.Run("between bodies that fit, one that does not goes alone without its body", func(t *testing.T) {
+		t.Parallel()
+		s := roomStream()
+		evs := stored(s, "e", 1, 2, `{"n":1}`)
+		evs = append(evs, stored(s, "e", 3, 2, `"`+strings.Repeat("x", 3000)+`"`)...)
+		evs = append(evs, stored(s, "e", 5, 1, `{"n":5}`)...)
+		ps, err := stream.EncodeDoorbells("n", evs, 2000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ranges []string
+		for _, d := range decodeAll(t, ps, 2000) {
+			for _, r := range d.Ranges {
+				ranges = append(ranges, fmt.Sprintf("%d..%d:%d", r.First, r.Last, len(r.Bodies)))
+			}
+		}
+		if got := strings.Join(ranges, " "); got != "1..2:2 3..4:0 5..5:1" {
+			t.Fatalf("ranges %s, want 1..2:2 3..4:0 5..5:1", got)
+		}
+	})
+
+	t.Run("doorbells are what encoding the Doorbell struct writes", func(t *testing.T) {
+		t.Parallel()
+		evs := stored(roomStream()+` \\ \u2028   "`, `ep\\"`, 9, 3, `{"t":"<b> & é"}`)
+		evs[1].ID, evs[2].From, evs[2].Payload = "", "", nil
+		ps, err := stream.EncodeDoorbells(`node "1"`, evs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := stream.Doorbell{Origin: `node "1"`, Ranges: []stream.Range{{Stream: evs[0].Stream, Epoch: evs[0].Epoch, First: 9, Last: 11}}}
+		for _, ev := range evs {
+			d.Ranges[0].Bodies = append(d.Ranges[0].Bodies, stream.Body{Event: ev.Event, ID: ev.ID, From: ev.From, Payload: ev.Payload, TS: ev.TS.UnixMicro()})
+		}
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d); err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimSuffix(buf.String(), "\n"); len(ps) != 1 || ps[0] != want {
+			t.Fatalf("doorbells %q\nwant %q", ps, want)
+		}
+	})
+
+	t.Run("two doorbells join into one with the ranges of both, in order, when it fits", func(t *testing.T) {
+		t.Parallel()
+		s := userStream()
+		first, err := stream.EncodeDoorbells("node-1", stored(s, "e", 1, 2, `{"n":1}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := stream.EncodeDoorbells("node-1", stored(s, "e", 3, 1, `{"n":3}`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined, ok := stream.JoinDoorbells("node-1", first[0], second[0], 0)
+		if !ok {
+			t.Fatalf("%q and %q not joined", first[0], second[0])
+		}
+		d := decodeAll(t, []string{joined}, stream.DefaultDoorbellBytes)[0]
+		if d.Origin != "node-1" || len(d.Ranges) != 2 || d.Ranges[0].First != 1 || d.Ranges[0].Last != 2 || d.Ranges[1].First != 3 || len(d.Ranges[1].Events()) != 1 {
+			t.Fatalf("joined doorbell %+v", d)
+		}
+		if _, ok := stream.JoinDoorbells("node-1", first[0], second[0], len(joined)-1); ok {
+			t.Fatal("joined past the limit")
+		}
+		if _, ok := stream.JoinDoorbells("node-2", first[0], second[0], 0); ok {
+			t.Fatal("joined doorbells of another origin")
+		}
+		if _, ok := stream.JoinDoorbells("node-1", first[0], `{"o":"node-1","n":1,"k":"e"}`, 0); ok {
+			t.Fatal("joined a doorbell with something else")
 		}
 	})
 
