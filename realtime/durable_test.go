@@ -182,14 +182,15 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 	}
 	defer admin.Close(ctx)
 	role := "sb_listen_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+	// A password, for servers that ask for one (the embedded server does).
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+role+"'"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
 	a := startNode(t, dbURL, HubOptions{})
 	b := startNode(t, dbURL, HubOptions{}, func(o *BusOptions) {
 		cfg := o.Pool.Config().ConnConfig.Copy()
-		cfg.User = role
+		cfg.User, cfg.Password = role, role
 		o.ListenConfig = cfg
 	})
 	user, room := uuid.NewString(), "outage-"+uuid.NewString()
