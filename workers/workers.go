@@ -108,7 +108,7 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 		backoff = DefaultBackoff
 	}
 	return &runWorker{
-		db: opts.DB, webhook: NewWebhookClient(opts.Webhook), publisher: pub, metrics: opts.Metrics,
+		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, metrics: opts.Metrics,
 		logger: logger.With("component", "run_worker"), backoff: backoff,
 	}
 }
