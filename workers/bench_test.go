@@ -39,7 +39,7 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 // benchNode is one worker node on the benchmark's database: River with the
 // run worker and a no-op worker, and a claim loop. Pool and worker counts
 // are the defaults a replica runs with (the pool sized as db.Connect sizes
-// it, River's queue as RiverConfig sizes it).
+// it, River's queue as RiverConfig sizes it, the claim loop's batches).
 type benchNode struct {
 	pool    *pgxpool.Pool
 	river   *river.Client[pgx.Tx]
@@ -72,7 +72,7 @@ func newBenchNode(b *testing.B, claimed jobs.Publisher) *benchNode {
 	}
 	b.Cleanup(func() { _ = client.Stop(context.Background()) })
 	n := &benchNode{pool: pool, river: client,
-		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, BatchSize: 500, Publisher: claimed})}
+		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Publisher: claimed})}
 	n.owner = dbtest.User(b, pool, nil).ID
 	return n
 }
@@ -151,7 +151,7 @@ func BenchmarkDueLag(b *testing.B) {
 	from, to := first.Add(time.Second), first.Add(time.Second+measure)
 	<-time.After(time.Until(to.Add(2 * time.Second)))
 	n.claimer.SetPaused(true)
-	waitCount(b, n, tasks*int(measure/time.Second), 60*time.Second,
+	waitCount(b, n, tasks*int(measure/time.Second), 2*time.Minute,
 		`SELECT count(*) FROM task_runs WHERE started_at IS NOT NULL AND scheduled_for >= $1 AND scheduled_for < $2`, from, to)
 	b.StopTimer()
 	rows, err := n.pool.Query(ctx, `

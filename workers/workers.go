@@ -29,7 +29,7 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID names this process in River (its cluster node id).
 	ClientID string
-	// MaxWorkers for task runs; default 100 (runs mostly wait on I/O).
+	// MaxWorkers for task runs; default DefaultMaxWorkers.
 	MaxWorkers int
 	// RateLimitRetention is how long rate limit windows are kept (see
 	// ratelimit.Retention); 0 leaves their pruning out.
@@ -60,6 +60,13 @@ type Options struct {
 	StreamRetention stream.Retention
 }
 
+// DefaultMaxWorkers is how many task runs a node works at once. Runs mostly
+// wait on I/O, and their writes go through a RunWriter (a few batch
+// statements for all of them), so workers are not bound to connections:
+// 400 lets one River fetch start a burst of due runs at once (goal 2 of
+// issue 18) without growing the pool.
+const DefaultMaxWorkers = 400
+
 // RescueStuckJobsAfter is when River takes a job still running for stuck:
 // the longest job (a task run at RunJobTimeout) plus a margin.
 const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
@@ -81,7 +88,7 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		ID:     opts.ClientID,
 		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
-			QueueDefault:     {MaxWorkers: cmp.Or(opts.MaxWorkers, 100)},
+			QueueDefault:     {MaxWorkers: cmp.Or(opts.MaxWorkers, DefaultMaxWorkers)},
 			QueueMaintenance: {MaxWorkers: 2},
 		},
 		// A fetch at most every 25ms: with 100 workers that allows about
