@@ -112,7 +112,7 @@ func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {
 // their jobs, inside the caller's transaction (overlap cancel_other).
 func cancelActiveRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], taskIDs []string) ([]Run, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT id::text FROM task_runs WHERE task_id = ANY($1::uuid[]) AND status IN ('queued', 'running')
+		SELECT id::text FROM task_runs WHERE task_id = ANY($1::uuid[]) AND finished_at IS NULL AND status IN ('queued', 'running')
 		ORDER BY id FOR UPDATE`, taskIDs)
 	if err != nil {
 		return nil, fmt.Errorf("cancel active runs: %w", err)

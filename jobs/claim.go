@@ -28,6 +28,10 @@ type ClaimerOptions struct {
 	Publisher Publisher
 	// BatchSize is the most tasks one transaction claims; default 100.
 	BatchSize int
+	// Parallel is how many claim transactions run at once while a backlog
+	// lasts (a claim filled its batch); default 4. Each locks its own
+	// tasks (SKIP LOCKED), as the claims of separate replicas do.
+	Parallel int
 	// MaxSleep is the longest the loop sleeps between claims; default 1s.
 	MaxSleep time.Duration
 	// StartJitter spreads replicas' first claims over [0, StartJitter);
@@ -60,6 +64,7 @@ type Claimer struct {
 func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)).With("component", "claimer")
 	opts.BatchSize = cmp.Or(opts.BatchSize, 100)
+	opts.Parallel = max(cmp.Or(opts.Parallel, 4), 1)
 	opts.MaxSleep = cmp.Or(opts.MaxSleep, time.Second)
 	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
@@ -132,17 +137,12 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 			return c.sleepUntil(next, ok)
 		}
 	}
-	for {
-		n, err := c.ClaimOnce(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.opts.Logger.Error("claim due tasks", "error", err)
-			}
-			return c.opts.MaxSleep, true
-		}
-		if n < c.opts.BatchSize || ctx.Err() != nil || c.Paused() {
-			break
-		}
+	full, err := c.claimBatch(ctx)
+	if err != nil {
+		return c.opts.MaxSleep, true
+	}
+	if full && !c.drain(ctx) {
+		return c.opts.MaxSleep, true
 	}
 	return c.sleepUntil(c.untilNext(ctx))
 }
@@ -178,6 +178,43 @@ func (c *Claimer) sleepUntil(next time.Duration, ok bool) (time.Duration, bool) 
 		return c.opts.MaxSleep, false
 	}
 	return next + time.Millisecond, true
+}
+
+// claimBatch runs one claim; full: it filled its batch (more may be due).
+// Errors are logged here.
+func (c *Claimer) claimBatch(ctx context.Context) (full bool, err error) {
+	n, err := c.ClaimOnce(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.opts.Logger.Error("claim due tasks", "error", err)
+		}
+		return false, err
+	}
+	return n >= c.opts.BatchSize && ctx.Err() == nil && !c.Paused(), nil
+}
+
+// drain claims a backlog with Parallel transactions at once, each until
+// one claim comes back short of a full batch. false: a claim failed.
+func (c *Claimer) drain(ctx context.Context) bool {
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range c.opts.Parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				full, err := c.claimBatch(ctx)
+				if err != nil {
+					failed.Store(true)
+				}
+				if !full {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !failed.Load()
 }
 
 // DueStats returns how many active tasks are due and how long until the

@@ -291,3 +291,52 @@ func TestClaimerStartStop(t *testing.T) {
 		return NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, StartJitter: time.Millisecond})
 	})
 }
+
+// TestClaimerDrainsInParallel: a backlog larger than a batch is claimed by
+// Parallel transactions at once, every tick exactly once.
+func TestClaimerDrainsInParallel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	due := time.Now().Add(-time.Second).Truncate(time.Second)
+	for range 60 {
+		b.dueAt(t, b.task(t, func(t *Task) { t.Overlap = OverlapAllow; t.Schedule = new("@every 1h") }).ID, due)
+	}
+	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, BatchSize: 5, Parallel: 3})
+	var mu sync.Mutex
+	calls, inside, most := 0, 0, 0
+	together := make(chan struct{})
+	c.beforeCommit = func(context.Context, pgx.Tx) error {
+		mu.Lock()
+		if calls++; calls == 1 {
+			mu.Unlock()
+			return nil // the round's first claim runs alone
+		}
+		inside++
+		most = max(most, inside)
+		if inside == 2 {
+			close(together)
+		}
+		mu.Unlock()
+		// Hold each commit until two claims were in flight at once (or
+		// long enough to say they never are).
+		select {
+		case <-together:
+		case <-time.After(5 * time.Second):
+		}
+		mu.Lock()
+		inside--
+		mu.Unlock()
+		return nil
+	}
+	c.round(ctx, true)
+	if most < 2 {
+		t.Fatalf("at most %d claim transactions at once, want parallel claims", most)
+	}
+	if n := b.count(t, `SELECT count(*) FROM task_runs WHERE scheduled_for = $1`, due); n != 60 {
+		t.Fatalf("%d runs, want 60", n)
+	}
+	if n := b.count(t, `SELECT count(DISTINCT args->>'run_id') FROM river_job WHERE kind = 'task_run'`); n != 60 {
+		t.Fatalf("%d jobs, want 60", n)
+	}
+}

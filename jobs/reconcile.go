@@ -40,7 +40,7 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]Reconcile
 				WHERE j.args @> jsonb_build_object('run_id', r.id::text) AND j.kind = 'task_run'
 				ORDER BY j.id DESC LIMIT 1
 			) j ON true
-			WHERE r.status IN ('queued', 'running') AND r.created_at < now() - make_interval(secs => $2)
+			WHERE r.finished_at IS NULL AND r.status IN ('queued', 'running') AND r.created_at < now() - make_interval(secs => $2)
 				AND (j.state IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))
 			LIMIT $1
 			FOR UPDATE OF r SKIP LOCKED

@@ -94,6 +94,38 @@ type RunFilter struct {
 	Status string // one status, e.g. StatusFailed for the dead-letter view
 }
 
+// listRunsSQL is the page query of ListRunsWhere: $1 owner, ($2, $3) the
+// cursor, $4 the limit, $5 and $6 the filter (see RunFilter.where).
+func listRunsSQL(f RunFilter) string {
+	return `
+		SELECT ` + runColumns + ` FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE t.owner_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)` + f.where() + `
+		ORDER BY r.created_at DESC, r.id DESC
+		LIMIT $4`
+}
+
+// where is the filter's SQL on $5 (task id) and $6 (status), one fixed
+// text per combination: a nullable "$5 IS NULL OR r.task_id = $5" would
+// keep a generic plan off the task's index. The failed filter says what
+// the dead-letter index holds (a failed run is finished, with its error).
+func (f RunFilter) where() string {
+	var w string
+	if f.TaskID != "" {
+		w += ` AND r.task_id = $5::uuid`
+	} else {
+		w += ` AND $5 = ''`
+	}
+	switch f.Status {
+	case "":
+		w += ` AND $6 = ''`
+	case StatusFailed:
+		w += ` AND r.status = $6 AND r.finished_at IS NOT NULL AND r.error IS NOT NULL`
+	default:
+		w += ` AND r.status = $6`
+	}
+	return w
+}
+
 // ListRunsWhere returns a page of the owner's runs that match f, newest
 // first.
 func ListRunsWhere(ctx context.Context, q db.DB, ownerID string, f RunFilter, p Page) ([]Run, string, error) {
@@ -106,12 +138,7 @@ func ListRunsWhere(ctx context.Context, q db.DB, ownerID string, f RunFilter, p 
 			return nil, "", err
 		}
 	}
-	rows, err := q.Query(ctx, `
-		SELECT `+runColumns+` FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE t.owner_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)
-			AND ($5::uuid IS NULL OR r.task_id = $5::uuid) AND ($6 = '' OR r.status = $6)
-		ORDER BY r.created_at DESC, r.id DESC
-		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, nilIfZero(f.TaskID), f.Status)
+	rows, err := q.Query(ctx, listRunsSQL(f), ownerID, c.createdAt, c.id, p.limit()+1, f.TaskID, f.Status)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
@@ -202,9 +229,9 @@ func takeSlot(ctx context.Context, tx pgx.Tx, runID string) error {
 	var free bool
 	err = tx.QueryRow(ctx, `
 		WITH me AS (SELECT created_at, id FROM task_runs WHERE id = $2)
-		SELECT (SELECT count(*) FROM task_runs a WHERE a.task_id = $1 AND a.status = 'running' AND a.id <> $2) < $3
+		SELECT (SELECT count(*) FROM task_runs a WHERE a.task_id = $1 AND a.finished_at IS NULL AND a.status = 'running' AND a.id <> $2) < $3
 			AND NOT EXISTS (SELECT 1 FROM task_runs a, me
-				WHERE a.task_id = $1 AND a.status = 'queued' AND a.id <> $2 AND (a.created_at, a.id) < (me.created_at, me.id)
+				WHERE a.task_id = $1 AND a.finished_at IS NULL AND a.status = 'queued' AND a.id <> $2 AND (a.created_at, a.id) < (me.created_at, me.id)
 				AND a.scheduled_for <= now() AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now()))`, taskID, runID, *limit).Scan(&free)
 	if err != nil {
 		return fmt.Errorf("start run: count slots: %w", err)

@@ -143,13 +143,14 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 // inserted, given the task's overlap column and task id expressions:
 // skip — no run queued or running; buffer_one — no run waiting (queued,
 // never attempted); allow and cancel_other — always (cancel_other has
-// cancelled the active runs first).
+// cancelled the active runs first). Active runs are found through the
+// index of unfinished runs (finished_at IS NULL; migration 00012).
 func overlapAdmits(overlap, taskID string) string {
 	return `(` + overlap + ` IN ('allow', 'cancel_other')
 		OR (` + overlap + ` = 'skip' AND NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status IN ('queued', 'running')))
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.finished_at IS NULL AND a.status IN ('queued', 'running')))
 		OR (` + overlap + ` = 'buffer_one' AND NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.status = 'queued' AND a.attempt = 0)))`
+			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.finished_at IS NULL AND a.status = 'queued' AND a.attempt = 0)))`
 }
 
 // claimKey takes the idempotency key for runID and returns runID, or the

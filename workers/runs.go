@@ -24,6 +24,7 @@ import (
 type runWorker struct {
 	river.WorkerDefaults[jobs.RunArgs]
 	db        db.DB
+	runs      *jobs.RunWriter // batched StartRun and FinishAttempt
 	webhook   *WebhookClient
 	publisher Publisher
 	rooms     RoomAccess // nil: every room is open
@@ -75,7 +76,7 @@ type attempt struct {
 }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) error {
-	rc, err := jobs.StartRun(ctx, w.db, job.Args.RunID, job.Attempt)
+	rc, err := w.runs.StartRun(ctx, job.Args.RunID, job.Attempt)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // task deleted or run already finished: nothing to do
 	}
@@ -154,7 +155,7 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 // finish records the outcome and announces the new status. false: the run
 // was cancelled or deleted meanwhile, and nothing was recorded.
 func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) bool {
-	run, err := jobs.FinishAttempt(context.WithoutCancel(ctx), w.db, rc.Run.ID, o)
+	run, err := w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)
 	if errors.Is(err, db.ErrNotFound) {
 		return false
 	}

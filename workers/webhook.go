@@ -71,8 +71,8 @@ func NewWebhookClient(opts WebhookOptions) *WebhookClient {
 		Proxy:                 nil, // a proxy would connect for us, past the guard
 		DialContext:           c.dial,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   32, // runs often call one customer's endpoint concurrently
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   DefaultMaxWorkers, // runs often call one customer's endpoint concurrently
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

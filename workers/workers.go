@@ -29,7 +29,7 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID names this process in River (its cluster node id).
 	ClientID string
-	// MaxWorkers for task runs; default 100 (runs mostly wait on I/O).
+	// MaxWorkers for task runs; default DefaultMaxWorkers.
 	MaxWorkers int
 	// RateLimitRetention is how long rate limit windows are kept (see
 	// ratelimit.Retention); 0 leaves their pruning out.
@@ -68,6 +68,13 @@ type Options struct {
 // looks for jobs it was not notified of (River's default is a second).
 const MaintenancePollInterval = 30 * time.Second
 
+// DefaultMaxWorkers is how many task runs a node works at once. Runs mostly
+// wait on I/O, and their writes go through a RunWriter (a few batch
+// statements for all of them), so workers are not bound to connections:
+// 400 lets one River fetch start a burst of due runs at once (goal 2 of
+// issue 18) without growing the pool.
+const DefaultMaxWorkers = 400
+
 // RescueStuckJobsAfter is when River takes a job still running for stuck:
 // the longest job (a task run at RunJobTimeout) plus a margin.
 const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
@@ -89,7 +96,7 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		ID:     opts.ClientID,
 		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
-			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, 100)},
+			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, DefaultMaxWorkers)},
 			// Maintenance jobs are periodic (a minute or more apart) and
 			// their inserts notify the producers; polling for them every
 			// second was half the fetches of an idle replica.
@@ -119,7 +126,7 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 		backoff = DefaultBackoff
 	}
 	return &runWorker{
-		db: opts.DB, webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
+		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
 		logger: logger.With("component", "run_worker"), backoff: backoff,
 	}
 }

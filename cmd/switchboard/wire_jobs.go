@@ -29,7 +29,7 @@ type scheduling struct {
 // need (workers declares them).
 func (a *app) workerOptions() workers.Options {
 	return workers.Options{
-		Logger: a.logger, ClientID: a.nodeID, DB: a.pool,
+		Logger: a.logger, ClientID: a.nodeID, DB: a.pool, MaxWorkers: a.cfg.RunWorkers,
 		Publisher: a.bus, Rooms: realtime.Rooms{DB: a.pool}, Metrics: a.jobs.metrics,
 		Webhook: workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version,
 			TracerProvider: a.tracing.TracerProvider()},

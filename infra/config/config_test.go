@@ -50,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{"negative ws rate", func(c *Config) { c.ConnFrameRate = -1 }, "SWITCHBOARD_WS_CONN_RATE"},
 		{"negative ws conns", func(c *Config) { c.MaxConnsPerUser = -1 }, "SWITCHBOARD_WS_MAX_CONNS_PER_USER"},
 		{"negative send queue", func(c *Config) { c.SendQueueBytes = -1 }, "SWITCHBOARD_WS_SEND_QUEUE_BYTES"},
+		{"too many run workers", func(c *Config) { c.RunWorkers = 10001 }, "SWITCHBOARD_RUN_WORKERS"},
+		{"negative run workers", func(c *Config) { c.RunWorkers = -1 }, "SWITCHBOARD_RUN_WORKERS"},
 		{"negative stream retention", func(c *Config) { c.StreamMaxAge = -time.Hour }, "SWITCHBOARD_STREAM_MAX_AGE"},
 		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
@@ -132,6 +134,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c.RunWorkers != 400 {
+		t.Fatalf("run workers: %d", c.RunWorkers)
 	}
 	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
 		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)
