@@ -41,6 +41,12 @@ type BusOptions struct {
 	// ListenConfig is the dedicated LISTEN connection's configuration;
 	// default: the pool's connection configuration.
 	ListenConfig *pgx.ConnConfig
+	// PollOnly: do not LISTEN (no session connection behind a
+	// transaction-mode pooler); read followed streams every PollInterval
+	// instead (poll.go).
+	PollOnly bool
+	// PollInterval of poll-only mode; default 1 s.
+	PollInterval time.Duration
 	// IdlePing: ping the LISTEN connection after this long without a
 	// notification; default 5 s.
 	IdlePing time.Duration
@@ -149,6 +155,7 @@ type outgoing struct {
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
+	opts.PollInterval = cmp.Or(opts.PollInterval, time.Second)
 	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
 	if h, ok := opts.Hub.(*Hub); ok && h == nil {
@@ -191,7 +198,11 @@ func (b *Bus) Start(ctx context.Context) error {
 		return nil
 	}
 	up := make(chan struct{})
-	b.base.Go(func() { b.listenLoop(runCtx, up) })
+	loop := b.listenLoop
+	if b.opts.PollOnly {
+		loop = b.pollLoop
+	}
+	b.base.Go(func() { loop(runCtx, up) })
 	select {
 	case <-up:
 		return nil

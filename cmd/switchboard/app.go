@@ -37,6 +37,9 @@ type app struct {
 	nodeID   string
 	embedded *pgembed.Server
 	pool     *pgxpool.Pool
+	// listenPool is the session connections River's notifier LISTENs on
+	// (SWITCHBOARD_LISTEN_DATABASE_URL); nil: the pool's.
+	listenPool *pgxpool.Pool
 	registry *prometheus.Registry
 	river    *workers.River
 	cluster  *cluster.Cluster
@@ -107,6 +110,14 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		a.closeDatabase()
 		return nil, err
 	}
+	if a.listenPool, err = openListenPool(ctx, a.cfg); err != nil {
+		a.closeDatabase()
+		return nil, err
+	}
+	if a.cfg.PollOnly() {
+		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; stored events reach other replicas " +
+			"within a second, ephemeral frames (typing, presence, RPC) stay on the replica that published them (docs/deploy.md)")
+	}
 	if err := a.build(); err != nil {
 		a.closeDatabase()
 		return nil, err
@@ -167,7 +178,7 @@ func (a *app) serviceList() []service {
 // insert-only one on web-only replicas.
 func (a *app) newRiver() (*workers.River, error) {
 	return workers.NewRiver(workers.RiverOptions{
-		Pool: a.pool, Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
+		Pool: a.pool, ListenPool: a.listenPool, PollOnly: a.cfg.PollOnly(), Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
 		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(),
 	})
 }
@@ -223,6 +234,9 @@ func (a *app) shutdownHTTP(ctx context.Context) {
 }
 
 func (a *app) closeDatabase() {
+	if a.listenPool != nil {
+		a.listenPool.Close()
+	}
 	if a.pool != nil {
 		a.pool.Close()
 	}
@@ -252,12 +266,27 @@ func openDatabase(ctx context.Context, cfg *config.Config, logger *slog.Logger) 
 			return nil, nil, err
 		}
 	}
-	pool, err := db.Connect(ctx, url, db.Options{})
+	pool, err := db.Connect(ctx, url, db.Options{TransactionPooled: cfg.TransactionPooled()})
 	if err != nil {
 		stopEmbedded(embedded)
 		return nil, nil, err
 	}
 	return pool, embedded, nil
+}
+
+// openListenPool connects to SWITCHBOARD_LISTEN_DATABASE_URL, when set:
+// the session connections the bus and River LISTEN on while queries go
+// through a transaction-mode pooler. Nil when unset.
+func openListenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	if cfg.ListenURL == "" {
+		return nil, nil
+	}
+	// River's notifier hijacks one connection; nothing else queries here.
+	pool, err := db.Connect(ctx, cfg.ListenURL, db.Options{MaxConns: 2})
+	if err != nil {
+		return nil, fmt.Errorf("SWITCHBOARD_LISTEN_DATABASE_URL: %w", err)
+	}
+	return pool, nil
 }
 
 // embeddedSecrets generates the JWT and cluster secrets once and keeps them

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
@@ -19,11 +21,21 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 			Limits: frameLimits(a.cfg.WSLimits), SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool}})
 	}
 	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
-		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
+		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
+		ListenConfig: a.listenConfig(), PollOnly: a.cfg.PollOnly()})
 	if hub != nil {
 		hub.PublishThrough(bus)
 	}
 	return hub, bus
+}
+
+// listenConfig is the bus's LISTEN connection: on
+// SWITCHBOARD_LISTEN_DATABASE_URL when set, else the pool's.
+func (a *app) listenConfig() *pgx.ConnConfig {
+	if a.listenPool == nil {
+		return nil
+	}
+	return a.listenPool.Config().ConnConfig.Copy()
 }
 
 // realtimeWebOptions gives the web server the realtime routes on web replicas.
