@@ -27,7 +27,7 @@ type RiverOptions struct {
 	// ListenPool): new jobs, leadership and queue changes are noticed by
 	// polling (FetchPollInterval, 1 s by default) instead of at once.
 	PollOnly bool
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// ClientID names this process in River (its cluster node id).
 	ClientID string
 	// Work makes the client work jobs with Workers (worker replicas);
