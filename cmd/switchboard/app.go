@@ -37,20 +37,21 @@ type app struct {
 	nodeID   string
 	embedded *pgembed.Server
 	pool     *pgxpool.Pool
+	registry *prometheus.Registry
+	river    *workers.River
+	cluster  *cluster.Cluster
+	web      *web.Server
+	hub      *realtime.Hub // web replicas only
+	bus      *realtime.Bus
+	jobs     scheduling
+	http     *http.Server
+	listener net.Listener
+	serveErr chan error
+	services services
+
 	// listenPool is the session connections River's notifier LISTENs on
 	// (SWITCHBOARD_LISTEN_DATABASE_URL); nil: the pool's.
 	listenPool *pgxpool.Pool
-	registry   *prometheus.Registry
-	river      *workers.River
-	cluster    *cluster.Cluster
-	web        *web.Server
-	hub        *realtime.Hub // web replicas only
-	bus        *realtime.Bus
-	jobs       scheduling
-	http       *http.Server
-	listener   net.Listener
-	serveErr   chan error
-	services   services
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
