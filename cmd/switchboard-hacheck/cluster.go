@@ -144,6 +144,10 @@ func (c *cluster) startBouncer(ctx context.Context, progress func(string, ...any
 	db := strings.TrimPrefix(u.Path, "/")
 	opts := pgbouncer.Options{
 		Dir: filepath.Join(c.dir, "pgbouncer"), Server: u.Host, User: u.User.Username(), Password: pw,
+		// Server connections for all three replicas' busy moments (a 1000
+		// tick backfill runs 100 jobs per replica at once): PgBouncer's 20
+		// would queue them behind each other, and requests time out.
+		PoolSize: 60,
 		Aliases: []pgbouncer.Alias{{Name: db, DBName: db}, {Name: db + "_listen", DBName: db, PoolMode: "session"}},
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {

@@ -55,7 +55,44 @@ func StartStandby(ctx context.Context, primary *Server, opts Options) (*Server, 
 	if err := baseBackup(ctx, binDir, pgdata, pu, password, acct); err != nil {
 		return nil, err
 	}
-	return launch(ctx, binDir, pgdata, password, acct, opts)
+	s, err := launch(ctx, binDir, pgdata, password, acct, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitStreaming(ctx, primary, pgdata); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitStreaming returns once the primary streams WAL to the standby in
+// pgdata. Only then does a clean shutdown of the primary hand the standby
+// every commit (its walsender waits for the standby to have written all
+// of it); a standby still connecting would be promoted without them.
+func waitStreaming(ctx context.Context, primary *Server, pgdata string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, primary.adminURL())
+	if err != nil {
+		return fmt.Errorf("standby: connect to the primary: %w", err)
+	}
+	defer c.Close(context.Background())
+	for {
+		var streaming bool
+		err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_replication WHERE state = 'streaming')`).Scan(&streaming)
+		switch {
+		case err != nil:
+			return fmt.Errorf("standby: %w", err)
+		case streaming:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("standby in %s is not streaming from the primary: %w", pgdata, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func baseBackup(ctx context.Context, binDir, pgdata string, primary *url.URL, password string, acct *account) error {
