@@ -22,8 +22,9 @@ import (
 // session connection (SWITCHBOARD_LISTEN_DATABASE_URL), the other is
 // poll-only. Every query runs with the transaction-pooled exec mode (no
 // named prepared statements: PgBouncer 1.18 has none), an every-second
-// task ticks exactly once per tick, stored events cross both ways, and the
-// auth rate limit is one limit for both.
+// task ticks exactly once per tick, stored events cross both ways, the
+// operator command and the River UI work, and the auth rate limit is one
+// limit for both.
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	direct := dbtest.NewDatabaseURL(t)
@@ -95,6 +96,22 @@ func TestThroughPgBouncer(t *testing.T) {
 		onListening.send(t, realtime.Frame{Event: "dm", To: userB, Payload: json.RawMessage(`{"n":2}`)})
 		if f := onPolling.expect(t, "dm"); f.From != userA || string(f.Payload) != `{"n":2}` {
 			t.Fatalf("dm on the polling replica %+v", f)
+		}
+	})
+
+	t.Run("the admin command and the River UI work through it", func(t *testing.T) {
+		t.Parallel()
+		registerUser(t, polling, "bouncer-ops@example.com")
+		runAdmin(t, polling, "grant", "bouncer-ops@example.com")
+		req, _ := http.NewRequest(http.MethodGet, listening.URL+"/riverui/api/jobs?state=completed", nil)
+		req.SetBasicAuth("bouncer-ops@example.com", "correct horse")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("River UI job list through pgbouncer: %d", res.StatusCode)
 		}
 	})
 
