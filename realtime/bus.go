@@ -156,6 +156,10 @@ func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
 	opts.PollInterval = cmp.Or(opts.PollInterval, time.Second)
+	if opts.PollOnly {
+		// "Who holds user X?" and its answer each wait for a poll.
+		opts.FindUserTimeout = max(opts.FindUserTimeout, 3*opts.PollInterval)
+	}
 	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
 	if h, ok := opts.Hub.(*Hub); ok && h == nil {
@@ -293,7 +297,9 @@ func (b *Bus) send(ctx context.Context, env envelope) error {
 		return fmt.Errorf("encode bus message: %w", err)
 	}
 	out := outgoing{payload: string(body)}
-	if len(body) >= maxNotifyBytes {
+	// Poll-only replicas cannot LISTEN: they read every message from
+	// bus_spill (poll.go).
+	if len(body) >= maxNotifyBytes || b.opts.PollOnly {
 		stub := envelope{Origin: env.Origin, Seq: env.Seq, Kind: env.Kind, User: env.User, Room: env.Room, Node: env.Node, Spill: uuid.NewString()}
 		sb, _ := marshal(stub)
 		out = outgoing{payload: string(sb), spillID: stub.Spill, spillBody: body}

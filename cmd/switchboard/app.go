@@ -116,8 +116,8 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 		return nil, err
 	}
 	if a.cfg.PollOnly() {
-		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; stored events reach other replicas " +
-			"within a second, ephemeral frames (typing, presence, RPC) stay on the replica that published them (docs/deploy.md)")
+		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; events reach other replicas " +
+			"up to a second late, River notices new jobs on its fetch poll (docs/deploy.md)")
 	}
 	if err := a.build(); err != nil {
 		a.closeDatabase()

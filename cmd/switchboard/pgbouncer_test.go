@@ -17,12 +17,12 @@ import (
 	"github.com/switchboard/switchboard/realtime"
 )
 
-// TestThroughPgBouncer runs two replicas whose pools (and River) go
+// TestThroughPgBouncer runs three replicas whose pools (and River) go
 // through a real PgBouncer in transaction mode: one LISTENs on a direct
-// session connection (SWITCHBOARD_LISTEN_DATABASE_URL), the other is
-// poll-only. Every query runs with the transaction-pooled exec mode (no
+// session connection (SWITCHBOARD_LISTEN_DATABASE_URL), two are poll-only. Every query runs with the transaction-pooled exec mode (no
 // named prepared statements: PgBouncer 1.18 has none), an every-second
-// task ticks exactly once per tick, stored events cross both ways, the
+// task ticks exactly once per tick, stored events cross both ways,
+// ephemeral frames from a poll-only replica reach the others, the
 // operator command and the River UI work, and the auth rate limit is one
 // limit for both.
 func TestThroughPgBouncer(t *testing.T) {
@@ -37,7 +37,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		return c
 	}
-	listening, polling := startServer(t, cfg(direct)), startServer(t, cfg(""))
+	listening, polling, polling2 := startServer(t, cfg(direct)), startServer(t, cfg("")), startServer(t, cfg(""))
 	if listening.bus.PollOnly() || !polling.bus.PollOnly() {
 		t.Fatalf("poll-only: listening replica %v, polling replica %v", listening.bus.PollOnly(), polling.bus.PollOnly())
 	}
@@ -96,6 +96,22 @@ func TestThroughPgBouncer(t *testing.T) {
 		onListening.send(t, realtime.Frame{Event: "dm", To: userB, Payload: json.RawMessage(`{"n":2}`)})
 		if f := onPolling.expect(t, "dm"); f.From != userA || string(f.Payload) != `{"n":2}` {
 			t.Fatalf("dm on the polling replica %+v", f)
+		}
+	})
+
+	t.Run("ephemeral frames from a polling replica reach the others", func(t *testing.T) {
+		t.Parallel()
+		tokS, _ := registerUser(t, polling, "bouncer-typist@example.com")
+		tokR, rcpt := registerUser(t, polling, "bouncer-reader@example.com")
+		from := connect(t, polling, tokS)
+		onListening, onPolling := connect(t, listening, tokR), connect(t, polling2, tokR)
+		connected(t, listening, rcpt, 1)
+		connected(t, polling2, rcpt, 1)
+		from.send(t, realtime.Frame{Event: "typing", To: rcpt, Payload: json.RawMessage(`{"typing":true}`)})
+		for _, s := range []*sock{onListening, onPolling} {
+			if f := s.expect(t, "typing"); string(f.Payload) != `{"typing":true}` || f.Offset != 0 {
+				t.Fatalf("typing frame %+v", f)
+			}
 		}
 	})
 
