@@ -148,7 +148,7 @@ func (c *cluster) startBouncer(ctx context.Context, progress func(string, ...any
 		// tick backfill runs 100 jobs per replica at once): PgBouncer's 20
 		// would queue them behind each other, and requests time out.
 		PoolSize: 60,
-		Aliases: []pgbouncer.Alias{{Name: db, DBName: db}, {Name: db + "_listen", DBName: db, PoolMode: "session"}},
+		Aliases:  []pgbouncer.Alias{{Name: db, DBName: db}, {Name: db + "_listen", DBName: db, PoolMode: "session"}},
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return err
