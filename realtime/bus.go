@@ -42,8 +42,9 @@ type BusOptions struct {
 	// default: the pool's connection configuration.
 	ListenConfig *pgx.ConnConfig
 	// PollOnly: do not LISTEN (no session connection behind a
-	// transaction-mode pooler); read followed streams every PollInterval
-	// instead (poll.go).
+	// transaction-mode pooler); every PollInterval read the followed
+	// streams and the messages other replicas wrote to bus_spill instead,
+	// and write every message there too (poll.go).
 	PollOnly bool
 	// PollInterval of poll-only mode; default 1 s.
 	PollInterval time.Duration
