@@ -28,19 +28,23 @@ const lockKey int64 = 0x73776264_6d6967
 
 // Migrate applies River's migrations, then ours. Concurrent callers wait on
 // the advisory lock; the ones that come second find nothing to do.
+//
+// The lock is transaction-level, held by a transaction that stays open
+// while the migrations run on other connections of the pool: a
+// session-level lock taken through a transaction-mode pooler (PgBouncer)
+// stays on whichever server session ran it, its unlock runs on another,
+// and the next migrator waits forever (or, handed that same session,
+// takes it again beside a running migration).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	conn, err := pool.Acquire(ctx)
+	lock, err := pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: acquire: %w", err)
+		return fmt.Errorf("migrate: begin lock transaction: %w", err)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+	// Rolled back on a fresh context: a cancelled ctx must not leave the lock held.
+	defer lock.Rollback(context.Background()) //nolint:errcheck
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey); err != nil {
 		return fmt.Errorf("migrate: lock: %w", err)
 	}
-	defer func() {
-		// Unlock on a fresh context: a cancelled ctx must not leave the lock held.
-		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", lockKey)
-	}()
 
 	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -105,5 +108,50 @@ func migrateTo(t *testing.T, pool *pgxpool.Pool, version int64) {
 	}
 	if _, err := p.UpTo(context.Background(), version); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateThroughPgBouncer: three replicas migrating at once through a
+// transaction-mode PgBouncer all finish, and no advisory lock is left
+// behind on a pooled server session (a session-level lock taken through
+// the pooler stays on the session that ran it; its unlock runs on another).
+func TestMigrateThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	direct := dbtest.NewEmptyDatabaseURL(t)
+	pooled := dbtest.ThroughPgBouncer(t, direct)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	migrate := func() error {
+		pool, err := db.Connect(ctx, pooled, db.Options{MaxConns: 4, TransactionPooled: true})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return migrations.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- migrate() }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent migrate through pgbouncer: %v", err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var held int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+		WHERE l.locktype = 'advisory' AND d.datname = current_database()`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("%d advisory locks left held on pooled server sessions after migrating", held)
+	}
+	if err := migrate(); err != nil {
+		t.Fatalf("a later migrate through pgbouncer: %v", err)
 	}
 }

@@ -42,6 +42,13 @@ type BusOptions struct {
 	// ListenConfig is the dedicated LISTEN connection's configuration;
 	// default: the pool's connection configuration.
 	ListenConfig *pgx.ConnConfig
+	// PollOnly: do not LISTEN (no session connection behind a
+	// transaction-mode pooler); every PollInterval read the followed
+	// streams and the messages other replicas wrote to bus_spill instead,
+	// and write every message there too (poll.go).
+	PollOnly bool
+	// PollInterval of poll-only mode; default 1 s.
+	PollInterval time.Duration
 	// IdlePing: ping the LISTEN connection after this long without a
 	// notification; default 5 s.
 	IdlePing time.Duration
@@ -154,6 +161,11 @@ type outgoing struct {
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
+	opts.PollInterval = cmp.Or(opts.PollInterval, time.Second)
+	if opts.PollOnly {
+		// "Who holds user X?" and its answer each wait for a poll.
+		opts.FindUserTimeout = max(opts.FindUserTimeout, 3*opts.PollInterval)
+	}
 	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
 	if h, ok := opts.Hub.(*Hub); ok && h == nil {
@@ -196,7 +208,11 @@ func (b *Bus) Start(ctx context.Context) error {
 		return nil
 	}
 	up := make(chan struct{})
-	b.base.Go(func() { b.listenLoop(runCtx, up) })
+	loop := b.listenLoop
+	if b.opts.PollOnly {
+		loop = b.pollLoop
+	}
+	b.base.Go(func() { loop(runCtx, up) })
 	select {
 	case <-up:
 		return nil
@@ -291,7 +307,9 @@ func (b *Bus) send(ctx context.Context, env envelope) error {
 		return fmt.Errorf("encode bus message: %w", err)
 	}
 	out := outgoing{payload: string(body)}
-	if len(body) >= maxNotifyBytes {
+	// Poll-only replicas cannot LISTEN: they read every message from
+	// bus_spill (poll.go).
+	if len(body) >= maxNotifyBytes || b.opts.PollOnly {
 		stub := envelope{Origin: env.Origin, Seq: env.Seq, Kind: env.Kind, User: env.User, Room: env.Room, Node: env.Node, Spill: uuid.NewString()}
 		sb, _ := marshal(stub)
 		out = outgoing{payload: string(sb), spillID: stub.Spill, spillBody: body}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/infra/startstop"
@@ -21,8 +20,15 @@ import (
 // RiverOptions configure a replica's River client; zero values mean
 // defaults.
 type RiverOptions struct {
-	Pool   *pgxpool.Pool
-	Logger *slog.Logger
+	Pool *pgxpool.Pool
+	// ListenPool, when set, supplies the session connection River's
+	// notifier LISTENs on (Pool is a transaction-mode pooler).
+	ListenPool *pgxpool.Pool
+	// PollOnly: River does not LISTEN (a transaction-mode pooler and no
+	// ListenPool): new jobs, leadership and queue changes are noticed by
+	// polling (FetchPollInterval, 1 s by default) instead of at once.
+	PollOnly bool
+	Logger   *slog.Logger
 	// ClientID names this process in River (its cluster node id).
 	ClientID string
 	// Work makes the client work jobs with Workers (worker replicas);
@@ -67,7 +73,8 @@ func NewRiver(opts RiverOptions) (*River, error) {
 		}
 	}
 	cfg.Middleware = append(cfg.Middleware, riverMiddleware(opts.TracerProvider)...)
-	client, err := river.NewClient(riverpgxv5.New(opts.Pool), cfg)
+	cfg.PollOnly = opts.PollOnly
+	client, err := river.NewClient(riverDriver(opts.Pool, opts.ListenPool), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

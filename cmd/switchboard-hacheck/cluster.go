@@ -6,15 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/freeport"
+	"github.com/switchboard/switchboard/infra/pgbouncer"
 	"github.com/switchboard/switchboard/infra/pgembed"
 )
 
@@ -30,13 +32,28 @@ type cluster struct {
 	dbURL    string
 	pg       *pgembed.Server // nil when DATABASE_URL came from the environment
 	pgOpts   pgembed.Options
+	pgURL    string // the server's own URL (dbURL may be PgBouncer's)
 	pgLog    string
 	replicas []*replica.Process
+	// bouncer is the PgBouncer the replicas go through (-pgbouncer): the
+	// database in transaction mode (dbURL), LISTEN in session mode
+	// (listenURL), both at one address however the server behind moves.
+	bouncer   *pgbouncer.Bouncer
+	listenURL string
+}
+
+// dbEnv is how every switchboard process reaches the database.
+func (c *cluster) dbEnv() []string {
+	env := []string{"DATABASE_URL=" + c.dbURL}
+	if c.bouncer != nil {
+		env = append(env, "SWITCHBOARD_DATABASE_POOLING=transaction", "SWITCHBOARD_LISTEN_DATABASE_URL="+c.listenURL)
+	}
+	return env
 }
 
 // startCluster builds the binary, starts PostgreSQL and the replicas, and
 // waits until every replica is ready.
-func startCluster(ctx context.Context, dir string, progress func(string, ...any)) (*cluster, error) {
+func startCluster(ctx context.Context, dir string, throughBouncer bool, progress func(string, ...any)) (*cluster, error) {
 	c := &cluster{dir: dir, bin: filepath.Join(dir, "switchboard")}
 	progress("building %s", c.bin)
 	if err := replica.Build(ctx, replica.BuildOptions{Output: c.bin}); err != nil {
@@ -45,23 +62,27 @@ func startCluster(ctx context.Context, dir string, progress func(string, ...any)
 	if err := c.startPostgres(ctx, progress); err != nil {
 		return c, err
 	}
+	if throughBouncer {
+		if err := c.startBouncer(ctx, progress); err != nil {
+			return c, err
+		}
+	}
 	secret := func() string { b := make([]byte, 24); _, _ = rand.Read(b); return hex.EncodeToString(b) }
-	shared := []string{
-		"DATABASE_URL=" + c.dbURL,
-		"SWITCHBOARD_JWT_SECRET=" + secret(),
-		"SWITCHBOARD_CLUSTER_SECRET=" + secret(),
+	shared := append(c.dbEnv(),
+		"SWITCHBOARD_JWT_SECRET="+secret(),
+		"SWITCHBOARD_CLUSTER_SECRET="+secret(),
 		"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true",
 		"SWITCHBOARD_LOG_FORMAT=json",
 		"SWITCHBOARD_BCRYPT_COST=4",
 		"SWITCHBOARD_SHUTDOWN_TIMEOUT=15s",
-	}
+	)
 	for i := range replicaCount {
 		name := fmt.Sprintf("r%d", i+1)
 		addr, err := freeport.Addr()
 		if err != nil {
 			return c, err
 		}
-		env := append(slices.Clone(shared), "SWITCHBOARD_ADVERTISE_ADDR="+addr, "SWITCHBOARD_DATA_DIR="+filepath.Join(dir, "data-"+name))
+		env := append(append([]string(nil), shared...), "SWITCHBOARD_ADVERTISE_ADDR="+addr, "SWITCHBOARD_DATA_DIR="+filepath.Join(dir, "data-"+name))
 		r, err := replica.New(replica.Options{
 			Bin: c.bin, Name: name, Addr: addr, Env: env,
 			LogPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)),
@@ -104,7 +125,39 @@ func (c *cluster) startPostgres(ctx context.Context, progress func(string, ...an
 	if c.pg, err = pgembed.Start(ctx, c.pgOpts); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	c.dbURL = c.pg.URL()
+	c.dbURL, c.pgURL = c.pg.URL(), c.pg.URL()
+	return nil
+}
+
+// startBouncer puts a real PgBouncer in front of our PostgreSQL: the
+// replicas' pools and River in transaction mode, their LISTEN connections
+// on a session-mode alias of the same database.
+func (c *cluster) startBouncer(ctx context.Context, progress func(string, ...any)) error {
+	if c.pg == nil {
+		return errors.New("-pgbouncer needs the PostgreSQL this program starts (unset DATABASE_URL)")
+	}
+	u, err := url.Parse(c.dbURL)
+	if err != nil {
+		return err
+	}
+	pw, _ := u.User.Password()
+	db := strings.TrimPrefix(u.Path, "/")
+	opts := pgbouncer.Options{
+		Dir: filepath.Join(c.dir, "pgbouncer"), Server: u.Host, User: u.User.Username(), Password: pw,
+		// Server connections for all three replicas' busy moments (a 1000
+		// tick backfill runs 100 jobs per replica at once): PgBouncer's 20
+		// would queue them behind each other, and requests time out.
+		PoolSize: 60,
+		Aliases:  []pgbouncer.Alias{{Name: db, DBName: db}, {Name: db + "_listen", DBName: db, PoolMode: "session"}},
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return err
+	}
+	if c.bouncer, err = pgbouncer.Start(ctx, opts, db); err != nil {
+		return fmt.Errorf("start pgbouncer: %w", err)
+	}
+	c.dbURL, c.listenURL = c.bouncer.URL(db), c.bouncer.URL(db+"_listen")
+	progress("pgbouncer on %s in front of postgres %s (transaction mode; LISTEN on a session-mode alias)", c.bouncer.Addr(), u.Host)
 	return nil
 }
 
@@ -123,8 +176,8 @@ func (c *cluster) restartPostgres(ctx context.Context) error {
 		return err
 	}
 	c.pg = s
-	if s.URL() != c.dbURL {
-		return fmt.Errorf("postgres came back at %s, not %s", s.URL(), c.dbURL)
+	if s.URL() != c.pgURL {
+		return fmt.Errorf("postgres came back at %s, not %s", s.URL(), c.pgURL)
 	}
 	return nil
 }
@@ -136,6 +189,9 @@ func (c *cluster) stop() {
 		wg.Go(func() { _, _, _ = r.Terminate(5 * time.Second) })
 	}
 	wg.Wait()
+	if c.bouncer != nil {
+		c.bouncer.Stop()
+	}
 	if c.pg != nil {
 		_ = c.pg.Stop()
 	}
@@ -145,7 +201,7 @@ func (c *cluster) stop() {
 // database, as an operator would.
 func (c *cluster) grantAdmin(ctx context.Context, email string) error {
 	cmd := exec.CommandContext(ctx, c.bin, "admin", "grant", email)
-	cmd.Env = append(replica.BaseEnv(), "DATABASE_URL="+c.dbURL, "SWITCHBOARD_LOG_LEVEL=warn")
+	cmd.Env = append(append(replica.BaseEnv(), c.dbEnv()...), "SWITCHBOARD_LOG_LEVEL=warn")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("switchboard admin grant %s: %w\n%s", email, err, out)
 	}

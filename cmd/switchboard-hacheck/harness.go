@@ -55,6 +55,7 @@ func (h *harness) checks() []check {
 		{"sigterm under load", h.checkSigterm},
 		{"postgres restart", h.checkPostgresRestart},
 		{"stream kill -9 + pg restart", h.checkDurableStream},
+		{"primary switches", h.checkPrimarySwitch},
 		{"cron exactly-once", h.checkCron},
 		{"memory", h.checkMemory},
 		{"logs", h.checkLogs},
@@ -77,7 +78,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	_ = os.Chmod(dir, 0o755)
 	h := &harness{opts: opts, dir: dir, users: map[string]*user{}, started: time.Now()}
 	h.progress("temp dir %s", dir)
-	if h.cl, err = startCluster(ctx, dir, h.progress); err != nil {
+	if h.cl, err = startCluster(ctx, dir, opts.pgbouncer, h.progress); err != nil {
 		return h, err
 	}
 	h.readyAt = time.Now()
@@ -97,7 +98,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 // has passed before the final counts. It reports whether all passed.
 func (h *harness) runAll(ctx context.Context) bool {
 	for _, c := range h.checks() {
-		if !h.selected(c.name) {
+		if !h.selected(c.name) || (c.name == "primary switches" && !h.opts.pgbouncer) {
 			continue
 		}
 		if c.name == "cron exactly-once" {

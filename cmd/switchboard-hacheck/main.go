@@ -12,6 +12,7 @@
 //	go run ./cmd/switchboard-hacheck                 # default profile (< 5 min)
 //	go run ./cmd/switchboard-hacheck -profile ci     # shorter, for CI
 //	go run ./cmd/switchboard-hacheck -duration 10m   # longer soak
+//	go run ./cmd/switchboard-hacheck -pgbouncer      # through PgBouncer, primary switch included
 package main
 
 import (
@@ -48,8 +49,11 @@ var profiles = map[string]profile{
 type options struct {
 	profile profile
 	keep    bool
-	only    *regexp.Regexp
-	verbose bool
+	// pgbouncer runs the replicas through a real PgBouncer in transaction
+	// mode and adds the "primary switches" check.
+	pgbouncer bool
+	only      *regexp.Regexp
+	verbose   bool
 }
 
 func main() {
@@ -83,8 +87,8 @@ func realMain() int {
 	if !ok {
 		verdict = "FAIL"
 	}
-	fmt.Printf("%s switchboard-hacheck  profile=%s checks=%d failed=%d elapsed=%s\n",
-		verdict, opts.profile.name, h.ran, h.failed, time.Since(start).Round(time.Second))
+	fmt.Printf("%s switchboard-hacheck  profile=%s pgbouncer=%v checks=%d failed=%d elapsed=%s\n",
+		verdict, opts.profile.name, opts.pgbouncer, h.ran, h.failed, time.Since(start).Round(time.Second))
 	if !ok {
 		return 1
 	}
@@ -103,6 +107,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (binary, logs, database) after a passing run; a failing run always keeps it")
 	flag.StringVar(&only, "run", "", "run only the checks whose name matches this regexp (setup always runs)")
 	flag.BoolVar(&o.verbose, "v", false, "print progress while checks run")
+	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "run the replicas through a real PgBouncer (transaction mode; LISTEN on a session-mode alias) and add the primary-switch check")
 	flag.Parse()
 	p, ok := profiles[name]
 	if !ok {

@@ -51,6 +51,10 @@ type app struct {
 	listener net.Listener
 	serveErr chan error
 	services services
+
+	// listenPool is the session connections River's notifier LISTENs on
+	// (SWITCHBOARD_LISTEN_DATABASE_URL); nil: the pool's.
+	listenPool *pgxpool.Pool
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -118,6 +122,15 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 		a.closeDatabase()
 		return nil, err
 	}
+	if a.listenPool, err = openListenPool(ctx, a.cfg); err != nil {
+		a.stopTracing(ctx)
+		a.closeDatabase()
+		return nil, err
+	}
+	if a.cfg.PollOnly() {
+		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; events reach other replicas " +
+			"up to a second late, River notices new jobs on its fetch poll (docs/deploy.md)")
+	}
 	if err := a.build(); err != nil {
 		a.stopTracing(ctx)
 		a.closeDatabase()
@@ -184,7 +197,7 @@ func (a *app) serviceList() []service {
 // insert-only one on web-only replicas.
 func (a *app) newRiver() (*workers.River, error) {
 	return workers.NewRiver(workers.RiverOptions{
-		Pool: a.pool, Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
+		Pool: a.pool, ListenPool: a.listenPool, PollOnly: a.cfg.PollOnly(), Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
 		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(), TracerProvider: a.tracing.TracerProvider(),
 	})
 }
@@ -240,6 +253,9 @@ func (a *app) shutdownHTTP(ctx context.Context) {
 }
 
 func (a *app) closeDatabase() {
+	if a.listenPool != nil {
+		a.listenPool.Close()
+	}
 	if a.pool != nil {
 		a.pool.Close()
 	}
@@ -269,12 +285,27 @@ func openDatabase(ctx context.Context, cfg *config.Config, logger *slog.Logger) 
 			return nil, nil, err
 		}
 	}
-	pool, err := db.Connect(ctx, url, db.Options{})
+	pool, err := db.Connect(ctx, url, db.Options{TransactionPooled: cfg.TransactionPooled()})
 	if err != nil {
 		stopEmbedded(embedded)
 		return nil, nil, err
 	}
 	return pool, embedded, nil
+}
+
+// openListenPool connects to SWITCHBOARD_LISTEN_DATABASE_URL, when set:
+// the session connections the bus and River LISTEN on while queries go
+// through a transaction-mode pooler. Nil when unset.
+func openListenPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+	if cfg.ListenURL == "" {
+		return nil, nil
+	}
+	// River's notifier hijacks one connection; nothing else queries here.
+	pool, err := db.Connect(ctx, cfg.ListenURL, db.Options{MaxConns: 2})
+	if err != nil {
+		return nil, fmt.Errorf("SWITCHBOARD_LISTEN_DATABASE_URL: %w", err)
+	}
+	return pool, nil
 }
 
 // embeddedSecrets generates the JWT and cluster secrets once and keeps them

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
@@ -21,7 +23,7 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 	}
 	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
 		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
-		TracerProvider: a.tracing.TracerProvider()})
+		ListenConfig: a.listenConfig(), PollOnly: a.cfg.PollOnly(), TracerProvider: a.tracing.TracerProvider()})
 	if hub != nil {
 		hub.PublishThrough(bus)
 	}
@@ -39,6 +41,15 @@ func (a *app) newPresence() *realtime.PresenceTracker {
 		Logger: a.logger, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
 	a.hub.TrackPresence(p)
 	return p
+}
+
+// listenConfig is the bus's LISTEN connection: on
+// SWITCHBOARD_LISTEN_DATABASE_URL when set, else the pool's.
+func (a *app) listenConfig() *pgx.ConnConfig {
+	if a.listenPool == nil {
+		return nil
+	}
+	return a.listenPool.Config().ConnConfig.Copy()
 }
 
 // realtimeWebOptions gives the web server the realtime routes on web replicas.

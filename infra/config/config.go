@@ -25,6 +25,8 @@ const (
 // variable; `switchboard --help` prints them with their defaults.
 type Config struct {
 	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"PostgreSQL URL; unset starts a private embedded PostgreSQL in SWITCHBOARD_DATA_DIR"`
+	DatabasePooling  string        `envconfig:"SWITCHBOARD_DATABASE_POOLING" default:"session" desc:"session (DATABASE_URL is a direct or session-pooled connection) or transaction (PgBouncer transaction mode: no named prepared statements; LISTEN only on SWITCHBOARD_LISTEN_DATABASE_URL, else poll-only)"`
+	ListenURL        string        `envconfig:"SWITCHBOARD_LISTEN_DATABASE_URL" desc:"direct (or session-pooled) PostgreSQL URL for the LISTEN connections of the realtime bus and River; default DATABASE_URL, or none (poll-only) when SWITCHBOARD_DATABASE_POOLING=transaction"`
 	Port             string        `envconfig:"PORT" desc:"port to listen on (used when SWITCHBOARD_HTTP_ADDR is unset)"`
 	HTTPAddr         string        `envconfig:"SWITCHBOARD_HTTP_ADDR" desc:"listen address; default :8080 (or :$PORT)"`
 	Roles            []string      `envconfig:"SWITCHBOARD_ROLES" default:"web,worker" desc:"web (HTTP API, WebSockets), worker (claims and runs jobs), or both; unset on Fly.io: FLY_PROCESS_GROUP"`
@@ -121,6 +123,20 @@ func Usage() error {
 	var c Config
 	return envconfig.Usage("", &c)
 }
+
+// Pooling values of SWITCHBOARD_DATABASE_POOLING.
+const (
+	PoolingSession     = "session"
+	PoolingTransaction = "transaction"
+)
+
+// TransactionPooled reports whether DATABASE_URL goes through a
+// transaction-mode pooler: no session state survives a transaction.
+func (c Config) TransactionPooled() bool { return c.DatabasePooling == PoolingTransaction }
+
+// PollOnly reports whether nothing may LISTEN: transaction pooling and no
+// SWITCHBOARD_LISTEN_DATABASE_URL.
+func (c Config) PollOnly() bool { return c.TransactionPooled() && c.ListenURL == "" }
 
 // Embedded reports whether the service runs its own PostgreSQL.
 func (c Config) Embedded() bool { return c.DatabaseURL == "" }
@@ -231,16 +247,39 @@ func (c *Config) Validate() error {
 func (c *Config) ValidateDatabase() error {
 	var errs []error
 	if c.DatabaseURL != "" {
-		if err := validateDatabaseURL(c.DatabaseURL); err != nil {
+		if err := validateDatabaseURL("DATABASE_URL", c.DatabaseURL); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, c.validatePooling()...)
 	switch c.LogFormat {
 	case "", "json", "text":
 	default:
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) validatePooling() []error {
+	var errs []error
+	c.DatabasePooling = strings.ToLower(strings.TrimSpace(c.DatabasePooling))
+	switch c.DatabasePooling {
+	case "":
+		c.DatabasePooling = PoolingSession
+	case PoolingSession, PoolingTransaction:
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_DATABASE_POOLING: %q is not session or transaction", c.DatabasePooling))
+	}
+	if c.ListenURL == "" {
+		return errs
+	}
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("SWITCHBOARD_LISTEN_DATABASE_URL needs DATABASE_URL (the embedded PostgreSQL is always direct)"))
+	}
+	if err := validateDatabaseURL("SWITCHBOARD_LISTEN_DATABASE_URL", c.ListenURL); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 func (w WSLimits) validate() []error {
@@ -259,7 +298,7 @@ func (w WSLimits) validate() []error {
 	return errs
 }
 
-func validateDatabaseURL(s string) error {
+func validateDatabaseURL(name, s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		// Not err itself: url.Error quotes the whole URL, password included.
@@ -267,13 +306,13 @@ func validateDatabaseURL(s string) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("DATABASE_URL is malformed: %v", err)
+		return fmt.Errorf("%s is malformed: %v", name, err)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return fmt.Errorf("DATABASE_URL must start with postgres:// or postgresql://, got scheme %q", u.Scheme)
+		return fmt.Errorf("%s must start with postgres:// or postgresql://, got scheme %q", name, u.Scheme)
 	}
 	if u.Host == "" && u.Query().Get("host") == "" {
-		return errors.New("DATABASE_URL has no host")
+		return fmt.Errorf("%s has no host", name)
 	}
 	return nil
 }

@@ -53,6 +53,16 @@ func TestValidate(t *testing.T) {
 		{"too many run workers", func(c *Config) { c.RunWorkers = 10001 }, "SWITCHBOARD_RUN_WORKERS"},
 		{"negative run workers", func(c *Config) { c.RunWorkers = -1 }, "SWITCHBOARD_RUN_WORKERS"},
 		{"negative stream retention", func(c *Config) { c.StreamMaxAge = -time.Hour }, "SWITCHBOARD_STREAM_MAX_AGE"},
+		{"transaction pooling", func(c *Config) {
+			c.DatabaseURL, c.DatabasePooling, c.ListenURL = "postgres://bouncer/x", " Transaction ", "postgres://db/x"
+			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
+		}, ""},
+		{"unknown pooling", func(c *Config) { c.DatabasePooling = "statement" }, `SWITCHBOARD_DATABASE_POOLING: "statement"`},
+		{"listen url without database", func(c *Config) { c.ListenURL = "postgres://db/x" }, "SWITCHBOARD_LISTEN_DATABASE_URL needs DATABASE_URL"},
+		{"bad listen url", func(c *Config) {
+			c.DatabaseURL, c.ListenURL = "postgres://db/x", "http://db/x"
+			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
+		}, "SWITCHBOARD_LISTEN_DATABASE_URL must start with postgres://"},
 		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +83,20 @@ func TestValidate(t *testing.T) {
 // TestDatabaseOnly: migrate and admin validate only the database and log
 // settings; serve's secrets are not asked for, and a malformed URL's error
 // does not repeat its password.
+// TestPollOnly: only transaction pooling without a LISTEN URL polls.
+func TestPollOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pooling, listen string
+		want            bool
+	}{{"session", "", false}, {"transaction", "", true}, {"transaction", "postgres://db/x", false}, {"session", "postgres://db/x", false}} {
+		c := Config{DatabasePooling: tc.pooling, ListenURL: tc.listen}
+		if got := c.PollOnly(); got != tc.want {
+			t.Errorf("pooling %s, listen %q: PollOnly %v, want %v", tc.pooling, tc.listen, got, tc.want)
+		}
+	}
+}
+
 func TestDatabaseOnly(t *testing.T) {
 	t.Parallel()
 	c := Config{DatabaseURL: "postgres://db/x"}

@@ -35,7 +35,27 @@ const defaultMaxConns = 25
 // Options tune the pool; zero values mean pgx's defaults.
 type Options struct {
 	MaxConns int32
+	// TransactionPooled: the URL is a transaction-mode pooler (PgBouncer
+	// pool_mode=transaction), where consecutive statements of one client
+	// connection run on different server sessions.
+	TransactionPooled bool
 }
+
+// TransactionPooledExecMode is how queries run through a transaction-mode
+// pooler. pgx's default (QueryExecModeCacheStatement) prepares named
+// statements on one server session and executes them later, perhaps on
+// another: "prepared statement stmtcache_… does not exist" on PgBouncer
+// before 1.21 (Debian's 1.18) and wherever max_prepared_statements is 0.
+// CacheDescribe caches only the statement's description on the client and
+// sends each execution as one unnamed Parse/Bind/Execute/Sync, which a
+// pooler keeps on one server session; parameters and results keep their
+// binary formats and server-inferred types, so every query behaves as on a
+// direct connection (QueryExecModeExec would send text parameters typed by
+// their Go type: a []byte for a jsonb column would arrive as bytea). The
+// cost is one extra round trip per distinct query per client connection;
+// the cached description goes stale only if a migration changes a query's
+// result columns under a running process.
+const TransactionPooledExecMode = pgx.QueryExecModeCacheDescribe
 
 // Connect opens a pool and checks the database answers.
 func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
@@ -50,6 +70,9 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 		// pgx's default (max(4, cores)) is too small for a replica whose
 		// requests, rate limits, River and claim loop share the pool.
 		cfg.MaxConns = defaultMaxConns
+	}
+	if opts.TransactionPooled && !strings.Contains(url, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = TransactionPooledExecMode
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.HealthCheckPeriod = 5 * time.Second

@@ -67,6 +67,7 @@ func Main(m *testing.M, hash string, migrate MigrateFunc, atExit ...func()) {
 		txPool.Close()
 		dropDatabase(txDB)
 	}
+	stopBouncer()
 	releaseShared()
 	os.Exit(code)
 }
