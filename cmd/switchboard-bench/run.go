@@ -21,12 +21,9 @@ import (
 // benchtimes are the packages' own settings when -benchtime is not given:
 // benchmarks that set up a large fixture run once and measure inside.
 var benchtimes = map[string]string{
-	"./workers":         "1x", // fixed workloads: 1000 tasks for 10 s, 5000 jobs
-	"./realtime":        "1x", // fixed rates and 10 000 sockets
-	"./jobs":            "1x", // ClaimRate: fixed numbers of due tasks
-	"./web":             "1x", // RateLimitedRouteRatio: fixed turns; RateLimitedRoute measures inside
-	"./infra/ratelimit": "1x", // SharedKey: five windows of one key
-	"./cmd/switchboard": "1x", // IdleReplica: 60 s of an idle replica
+	"./workers":  "1x", // fixed workloads: 1000 tasks for 10 s, 5000 jobs
+	"./realtime": "1x", // fixed rates and 10 000 sockets
+	"./jobs":     "1x", // ClaimRate: fixed numbers of due tasks
 }
 
 // result is one parsed benchmark line.
