@@ -306,6 +306,7 @@ func TestClaimerDrainsInParallel(t *testing.T) {
 	var mu sync.Mutex
 	calls, inside, most := 0, 0, 0
 	together := make(chan struct{})
+	var once sync.Once
 	c.beforeCommit = func(context.Context, pgx.Tx) error {
 		mu.Lock()
 		if calls++; calls == 1 {
@@ -314,8 +315,8 @@ func TestClaimerDrainsInParallel(t *testing.T) {
 		}
 		inside++
 		most = max(most, inside)
-		if inside == 2 {
-			close(together)
+		if inside == 2 { // may happen again after one commits: close once
+			once.Do(func() { close(together) })
 		}
 		mu.Unlock()
 		// Hold each commit until two claims were in flight at once (or
