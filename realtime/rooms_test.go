@@ -164,10 +164,19 @@ func TestMissedEvictionIsAppliedAfterListenReconnects(t *testing.T) {
 	}
 	closeOnce(b.rooms.open)
 	b.publish(t, Event{Event: "marker", Room: "lobby", From: b.owner})
-	if f := b.member.next(t); f.Event != EventRoomRemoved || f.Room != "vault" {
-		t.Fatalf("after the reconnect the socket got %+v first", f)
+	// The socket is told it was removed. The marker (another room) may come
+	// first when LISTEN was back before the removal committed: the notice
+	// is then heard, after a catch-up read that already carried the marker.
+	got := map[string]bool{}
+	for len(got) < 2 {
+		f := b.member.next(t)
+		switch {
+		case f.Event == EventRoomRemoved && f.Room == "vault", f.Event == "marker" && f.Room == "lobby":
+			got[f.Event] = true
+		default:
+			t.Fatalf("after the reconnect the socket got %+v", f)
+		}
 	}
-	b.member.expect(t, "marker")
 }
 
 // slowCheck is the room store whose first CanUseRoom answers only once
