@@ -54,6 +54,13 @@ const SlotWait = 500 * time.Millisecond
 // attempt.
 const RunJobTimeout = jobs.MaxTimeoutSeconds*time.Second + time.Minute
 
+// RecordRetryFor is how long a worker keeps trying to record a run's start
+// or an attempt's outcome while the database is unreachable (a failover, a
+// pooler refusing logins, a restart): both writes are idempotent, and an
+// outcome given up on leaves the run running until River rescues its job.
+// A stopping worker (its job's context done) tries once.
+const RecordRetryFor = time.Minute
+
 // Timeout is RunJobTimeout.
 func (w *runWorker) Timeout(*river.Job[jobs.RunArgs]) time.Duration { return RunJobTimeout }
 
@@ -76,7 +83,11 @@ type attempt struct {
 }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) error {
-	rc, err := w.runs.StartRun(ctx, job.Args.RunID, job.Attempt)
+	var rc jobs.RunContext
+	err := db.RetryTransient(ctx, RecordRetryFor, func() (err error) {
+		rc, err = w.runs.StartRun(ctx, job.Args.RunID, job.Attempt)
+		return err
+	})
 	if errors.Is(err, db.ErrNotFound) {
 		return nil // task deleted or run already finished: nothing to do
 	}
@@ -155,7 +166,11 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 // finish records the outcome and announces the new status. false: the run
 // was cancelled or deleted meanwhile, and nothing was recorded.
 func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) bool {
-	run, err := w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)
+	var run jobs.Run
+	err := db.RetryTransient(ctx, RecordRetryFor, func() (err error) {
+		run, err = w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)
+		return err
+	})
 	if errors.Is(err, db.ErrNotFound) {
 		return false
 	}
