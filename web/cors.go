@@ -18,7 +18,9 @@ import (
 
 var (
 	corsMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}
-	corsHeaders = []string{"Authorization", "Content-Type", idempotencyHeader, "X-Request-ID"}
+	// traceparent and tracestate: a browser app's OpenTelemetry
+	// instrumentation sends them so its spans and the server's share a trace.
+	corsHeaders = []string{"Authorization", "Content-Type", idempotencyHeader, "X-Request-ID", "Traceparent", "Tracestate"}
 	corsExposed = []string{"X-Request-ID", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 		"Retry-After", replayedHeader, "WWW-Authenticate", "Location"}
 )

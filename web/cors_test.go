@@ -56,6 +56,19 @@ func TestCORS(t *testing.T) {
 		}
 	})
 
+	t.Run("a browser's trace context headers are allowed", func(t *testing.T) {
+		t.Parallel()
+		req := httptest.NewRequest(http.MethodOptions, "/v1/tasks", nil)
+		req.Header.Set("Origin", "https://app.example.com")
+		req.Header.Set("Access-Control-Request-Method", http.MethodPost)
+		req.Header.Set("Access-Control-Request-Headers", "authorization,traceparent,tracestate")
+		rec := httptest.NewRecorder()
+		listed.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Access-Control-Allow-Headers"); rec.Code != http.StatusNoContent || got != "Authorization, Traceparent, Tracestate" {
+			t.Fatalf("preflight with traceparent: %d, Access-Control-Allow-Headers %q", rec.Code, got)
+		}
+	})
+
 	t.Run("* allows any origin, never with credentials", func(t *testing.T) {
 		t.Parallel()
 		for _, preflight := range []bool{true, false} {
