@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/browsertest"
@@ -304,6 +305,32 @@ func TestConsoleAdminCluster(t *testing.T) {
 
 	if status := browsertest.Eval[int](t, page, `fetch('/riverui/').then((r) => r.status)`); status != http.StatusOK {
 		t.Fatalf("the console's River UI link answers %d: the admin's sign-in set no River UI cookie", status)
+	}
+
+	t.Log("the scaling signals: three jobs wait in a queue no worker serves")
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `
+		INSERT INTO river_job (args, kind, max_attempts, queue, state, scheduled_at)
+		SELECT '{}', 'console_test', 1, 'unserved', 'available', now() - interval '90 seconds' FROM generate_series(1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	signal := func(name string) string {
+		return fmt.Sprintf(`[data-signal=%q]`, name)
+	}
+	page.Do(t, "see the worker demand", chromedp.WaitVisible(chromedp.CSS(signal("demand"))))
+	if _, err := chromedp.Run(page.Ctx, chromedp.PollFunction[bool](fmt.Sprintf(`() => document.querySelector('%s').textContent === '3' &&
+			document.querySelector('%s').textContent.endsWith('ago')`, signal("demand"), signal("oldest-available")))); err != nil {
+		t.Fatalf("the console never showed a demand of 3 and the oldest available job's age: %v", err)
+	}
+	if got := browsertest.Eval[string](t, page, fmt.Sprintf(`document.querySelector('%s').textContent`, signal("notify-queue"))); got != "0.0 %" {
+		t.Fatalf("NOTIFY queue used shows %q, want 0.0 %%", got)
+	}
+	if _, err := conn.Exec(context.Background(), `DELETE FROM river_job WHERE queue = 'unserved'`); err != nil {
+		t.Fatal(err)
 	}
 
 	t.Log("drain shows the node that acked")

@@ -89,6 +89,17 @@ export function clusterView({ main }) {
         h('button', { type: 'button', class: 'drain', disabled: n.draining || !n.reachable, 'aria-label': `Drain node ${n.id.slice(0, 8)}`, onclick: () => drain(n) }, 'Drain')));
   }
 
+  // What a worker autoscaler reads (docs/deploy.md): demand counts running
+  // jobs too, so a busy pool never reads zero between bursts.
+  function backlogSignals(b) {
+    if (!b) return [];
+    return [
+      h('dt', {}, 'Worker demand'), h('dd', { 'data-signal': 'demand' }, b.demand ?? 0),
+      h('dt', {}, 'Oldest available job'), h('dd', { 'data-signal': 'oldest-available' }, b.available_jobs ? `${ago(b.oldest_available_age_ms)} ago` : '—'),
+      h('dt', {}, 'NOTIFY queue used'), h('dd', { 'data-signal': 'notify-queue' }, `${((b.notification_queue_usage ?? 0) * 100).toFixed(1)} %`),
+    ];
+  }
+
   let timer = null;
   let stopped = false;
   async function refresh() {
@@ -103,7 +114,8 @@ export function clusterView({ main }) {
       backlog.replaceChildren(
         ...['available', 'running', 'scheduled', 'retryable', 'discarded'].flatMap((k) => [h('dt', {}, `Jobs ${k}`), h('dd', {}, q[k] ?? 0)]),
         h('dt', {}, 'Tasks due'), h('dd', {}, sch.due_tasks ?? 0),
-        h('dt', {}, 'Oldest due'), h('dd', {}, sch.due_tasks ? `${ago(sch.oldest_due_age_ms)} ago` : '—'));
+        h('dt', {}, 'Oldest due'), h('dd', {}, sch.due_tasks ? `${ago(sch.oldest_due_age_ms)} ago` : '—'),
+        ...backlogSignals(st.backlog));
       updated.textContent = `Updated ${when(new Date().toISOString())}; refreshes every 2 s.`;
     } catch (err) {
       msg.replaceChildren(problem(err));
