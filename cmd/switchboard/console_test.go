@@ -332,6 +332,9 @@ func TestConsoleAdminCluster(t *testing.T) {
 	if _, err := conn.Exec(context.Background(), `DELETE FROM river_job WHERE queue = 'unserved'`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := chromedp.Run(page.Ctx, chromedp.PollFunction[bool](fmt.Sprintf(`() => document.querySelector('%s').textContent === '0'`, signal("demand")))); err != nil {
+		t.Fatalf("the console never showed the demand back at 0: %v", err)
+	}
 
 	t.Log("drain shows the node that acked")
 	page.Do(t, "drain the second node",
