@@ -30,6 +30,8 @@ var customKinds = map[string]bool{
 	"keda.sh/v1alpha1 TriggerAuthentication": true,
 	"postgresql.cnpg.io/v1 Cluster":          true,
 	"postgresql.cnpg.io/v1 Pooler":           true,
+	"postgresql.cnpg.io/v1 ScheduledBackup":  true,
+	"barmancloud.cnpg.io/v1 ObjectStore":     true,
 }
 
 func decodeCustom(doc []byte, head metav1.TypeMeta) (customObject, error) {
@@ -254,6 +256,17 @@ var celRules = map[string]func(self map[string]any) error{
 	`!has(self.icuRules) || self.localeProvider == 'icu'`:          onlyWith("icuRules", "localeProvider", "icu"),
 	// Pooler spec.pgbouncer (and the like).
 	`!(has(self.image) && has(self.imageCatalogRef))`: exclusive("image", "imageCatalogRef"),
+	// ObjectStore spec.configuration: the folder name is the Cluster's serverName plugin parameter.
+	`!has(self.serverName)`: forbidden("serverName"),
+}
+
+func forbidden(field string) func(map[string]any) error {
+	return func(self map[string]any) error {
+		if _, has := self[field]; has {
+			return fmt.Errorf("%s must not be set", field)
+		}
+		return nil
+	}
 }
 
 func exclusive(a, b string) func(map[string]any) error {
@@ -347,6 +360,10 @@ func TestVendoredCRDs(t *testing.T) {
 		{"wrong type", `{apiVersion: postgresql.cnpg.io/v1, kind: Cluster, metadata: {name: x}, spec: {instances: "3"}}`, "instances"},
 		{"enum", `{apiVersion: postgresql.cnpg.io/v1, kind: Pooler, metadata: {name: x}, spec: {cluster: {name: c}, pgbouncer: {poolMode: statement}}}`, "poolMode"},
 		{"CEL rule", `{apiVersion: keda.sh/v1alpha1, kind: ScaledObject, metadata: {name: x}, spec: {scaleTargetRef: {name: d}, triggers: [{type: cpu, metadata: {}}], minReplicaCount: 5, maxReplicaCount: 2}}`, "minReplicaCount 5 > maxReplicaCount 2"},
+		{"backup method", `{apiVersion: postgresql.cnpg.io/v1, kind: ScheduledBackup, metadata: {name: x}, spec: {cluster: {name: c}, schedule: "0 0 0 * * *", method: barmanCloud}}`, "method"},
+		{"backup without schedule", `{apiVersion: postgresql.cnpg.io/v1, kind: ScheduledBackup, metadata: {name: x}, spec: {cluster: {name: c}, method: plugin}}`, "schedule"},
+		{"retention pattern", `{apiVersion: barmancloud.cnpg.io/v1, kind: ObjectStore, metadata: {name: x}, spec: {retentionPolicy: 30days, configuration: {destinationPath: "s3://b/p"}}}`, "retentionPolicy"},
+		{"object store CEL rule", `{apiVersion: barmancloud.cnpg.io/v1, kind: ObjectStore, metadata: {name: x}, spec: {configuration: {destinationPath: "s3://b/p", serverName: c}}}`, "serverName must not be set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -331,6 +331,33 @@ worker: {keda: {enabled: true, trigger: prometheus, minReplicaCount: 2, idleRepl
   prometheus: {serverAddress: "http://prometheus-operated.monitoring.svc:9090"}}}
 serviceMonitor: {enabled: true}`}},
 	{"cnpg", []string{`cnpg: {enabled: true}`}},
+	{"cnpg-backup", []string{`
+cnpg:
+  enabled: true
+  backup:
+    enabled: true
+    objectStore: {destinationPath: "s3://backups/switchboard", secretName: backup-s3}`}},
+	{"cnpg-backup-everything", []string{`
+cnpg:
+  enabled: true
+  clusterName: sbdb
+  backup:
+    enabled: true
+    schedule: "@every 6h"
+    immediate: false
+    target: primary
+    retentionPolicy: 8w
+    serverName: sbdb-2
+    objectStore:
+      destinationPath: "s3://backups/sb"
+      endpointURL: "https://minio.storage.svc:9000"
+      endpointCA: {secretName: minio-ca, key: root.pem}
+      secretName: minio-creds
+      s3: {accessKeyIdKey: user, secretAccessKeyKey: password, sessionTokenKey: token, regionKey: region}
+      wal: {compression: zstd, maxParallel: 8}
+      data: {compression: lz4, jobs: 4}
+      encryption: AES256
+      sidecarResources: {requests: {cpu: 50m, memory: 128Mi}}`}},
 	{"cnpg-keda-everything", []string{`
 secret:
   existingSecret: switchboard-credentials

@@ -365,3 +365,56 @@ Database env with cnpg.enabled: pass (dict "ctx" $ "direct" bool).
 {{- define "switchboard.migrateHook" -}}
 {{- if .Values.cnpg.enabled }}post-install,pre-upgrade{{ else }}pre-install,pre-upgrade{{ end }}
 {{- end }}
+
+{{/* Name of the Barman Cloud ObjectStore and the ScheduledBackup (cnpg.backup). */}}
+{{- define "switchboard.cnpgBackupName" -}}
+{{- printf "%s-backup" (include "switchboard.cnpgClusterName" .) }}
+{{- end }}
+
+{{/*
+The ObjectStore's spec.configuration credentials for cnpg.backup.objectStore: a reference
+per key of the user's existing Secret, or the pods' own identity (inheritCredentials).
+*/}}
+{{- define "switchboard.cnpgBackupCredentials" -}}
+{{- $os := .Values.cnpg.backup.objectStore -}}
+{{- $secret := $os.secretName -}}
+{{- if and (not $os.inheritCredentials) (not $secret) }}
+{{- fail "cnpg.backup.objectStore.secretName is required: name an existing Secret in the release namespace holding the object store's credentials (see cnpg.backup.objectStore.s3/google/azure for its keys), or set cnpg.backup.objectStore.inheritCredentials" }}
+{{- end }}
+{{- if eq $os.provider "s3" }}
+s3Credentials:
+  {{- if $os.inheritCredentials }}
+  inheritFromIAMRole: true
+  {{- else }}
+  accessKeyId: {name: {{ $secret }}, key: {{ required "cnpg.backup.objectStore.s3.accessKeyIdKey is required" $os.s3.accessKeyIdKey | quote }}}
+  secretAccessKey: {name: {{ $secret }}, key: {{ required "cnpg.backup.objectStore.s3.secretAccessKeyKey is required" $os.s3.secretAccessKeyKey | quote }}}
+  {{- with $os.s3.sessionTokenKey }}
+  sessionToken: {name: {{ $secret }}, key: {{ . | quote }}}
+  {{- end }}
+  {{- end }}
+  {{- with $os.s3.regionKey }}
+  region: {name: {{ $secret | required "cnpg.backup.objectStore.s3.regionKey names a key of cnpg.backup.objectStore.secretName, which is empty" }}, key: {{ . | quote }}}
+  {{- end }}
+{{- else if eq $os.provider "google" }}
+googleCredentials:
+  {{- if $os.inheritCredentials }}
+  gkeEnvironment: true
+  {{- else }}
+  applicationCredentials: {name: {{ $secret }}, key: {{ required "cnpg.backup.objectStore.google.applicationCredentialsKey is required" $os.google.applicationCredentialsKey | quote }}}
+  {{- end }}
+{{- else if eq $os.provider "azure" }}
+azureCredentials:
+  {{- if $os.inheritCredentials }}
+  inheritFromAzureAD: true
+  {{- else if $os.azure.connectionStringKey }}
+  connectionString: {name: {{ $secret }}, key: {{ $os.azure.connectionStringKey | quote }}}
+  {{- else }}
+  storageAccount: {name: {{ $secret }}, key: {{ required "cnpg.backup.objectStore.azure needs connectionStringKey, or storageAccountKey with storageKeyKey or storageSasTokenKey" $os.azure.storageAccountKey | quote }}}
+  {{- if $os.azure.storageSasTokenKey }}
+  storageSasToken: {name: {{ $secret }}, key: {{ $os.azure.storageSasTokenKey | quote }}}
+  {{- else }}
+  storageKey: {name: {{ $secret }}, key: {{ required "cnpg.backup.objectStore.azure needs storageKeyKey or storageSasTokenKey with storageAccountKey" $os.azure.storageKeyKey | quote }}}
+  {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
