@@ -60,6 +60,9 @@ func TestCloudNativePGBackup(t *testing.T) {
 		if p := dig(getCustom(t, r, "Cluster", cnpgCluster).raw, "spec", "plugins"); p != nil {
 			t.Errorf("Cluster plugins = %s without backups", yamlOf(p))
 		}
+		if !strings.Contains(r.notes, "No backups") {
+			t.Errorf("NOTES.txt does not warn that there are no backups:\n%s", r.notes)
+		}
 	})
 
 	t.Run("WAL archive and daily base backups through the Barman Cloud Plugin", func(t *testing.T) {
@@ -111,6 +114,14 @@ func TestCloudNativePGBackup(t *testing.T) {
 			"spec.pluginConfiguration.name": barmanPlugin,
 			"spec.target":                   "prefer-standby",
 		})
+		for _, want := range []string{"get objectstore " + cnpgBackup, "s3://backups/switchboard", "retention 30d"} {
+			if !strings.Contains(r.notes, want) {
+				t.Errorf("NOTES.txt does not mention %q:\n%s", want, r.notes)
+			}
+		}
+		if strings.Contains(r.notes, "No backups") {
+			t.Errorf("NOTES.txt says no backups with backups on:\n%s", r.notes)
+		}
 		for _, o := range []customObject{os, sb} {
 			if o.Labels["app.kubernetes.io/component"] != "database" {
 				t.Errorf("%s/%s component label = %q", o.Kind, o.Name, o.Labels["app.kubernetes.io/component"])
@@ -215,6 +226,45 @@ func TestCloudNativePGBackup(t *testing.T) {
 		}
 	})
 
+	t.Run("point-in-time recovery from the backups", func(t *testing.T) {
+		t.Parallel()
+		r := render(t, `
+cnpg:
+  enabled: true
+  backup: {enabled: true, serverName: `+cnpgCluster+`-r1, objectStore: {destinationPath: "s3://backups/sb", secretName: s3}}
+  recovery: {enabled: true, serverName: `+cnpgCluster+`, targetTime: "2026-12-01 13:45:00+00"}`)
+		assertFields(t, "Cluster", getCustom(t, r, "Cluster", cnpgCluster).raw, map[string]string{
+			"spec.bootstrap.initdb":                                      "<none>",
+			"spec.bootstrap.recovery.source":                             "origin",
+			"spec.bootstrap.recovery.database":                           "switchboard",
+			"spec.bootstrap.recovery.owner":                              "switchboard",
+			"spec.bootstrap.recovery.recoveryTarget.targetTime":          "2026-12-01 13:45:00+00",
+			"spec.bootstrap.recovery.recoveryTarget.backupID":            "<none>",
+			"spec.externalClusters.0.name":                               "origin",
+			"spec.externalClusters.0.plugin.name":                        barmanPlugin,
+			"spec.externalClusters.0.plugin.parameters.barmanObjectName": cnpgBackup,
+			"spec.externalClusters.0.plugin.parameters.serverName":       cnpgCluster,
+			"spec.externalClusters.1":                                    "<none>",
+			// The recovered Cluster archives into a new folder of the same store.
+			"spec.plugins.0.parameters.barmanObjectName": cnpgBackup,
+			"spec.plugins.0.parameters.serverName":       cnpgCluster + "-r1",
+		})
+		// Without a target: replay to the end of the archive.
+		r = render(t, backupValues("s3://backups/sb", `secretName: s3`), `cnpg: {clusterName: sbdb2, recovery: {enabled: true, serverName: sbdb}}`)
+		assertFields(t, "Cluster", getCustom(t, r, "Cluster", "sbdb2").raw, map[string]string{
+			"spec.bootstrap.recovery.source":                       "origin",
+			"spec.bootstrap.recovery.recoveryTarget":               "<none>",
+			"spec.externalClusters.0.plugin.parameters.serverName": "sbdb",
+			"spec.plugins.0.parameters.serverName":                 "<none>", // sbdb2, the plugin's default
+		})
+		// Off: an empty database.
+		assertFields(t, "Cluster", getCustom(t, render(t, scenarioValues(t, "cnpg-backup")...), "Cluster", cnpgCluster).raw, map[string]string{
+			"spec.bootstrap.initdb.database": "switchboard",
+			"spec.bootstrap.recovery":        "<none>",
+			"spec.externalClusters":          "<none>",
+		})
+	})
+
 	t.Run("rejects", func(t *testing.T) {
 		t.Parallel()
 		const azurePath = "https://acct.blob.core.windows.net/backups/sb"
@@ -241,6 +291,13 @@ func TestCloudNativePGBackup(t *testing.T) {
 			{"unknown provider", `cnpg: {enabled: true, backup: {enabled: true, objectStore: {provider: minio}}}`, "provider"},
 			{"unknown target", `cnpg: {enabled: true, backup: {enabled: true, target: standby}}`, "target"},
 			{"keys in values", `cnpg: {enabled: true, backup: {enabled: true, objectStore: {s3: {secretAccessKey: hunter2}}}}`, "secretAccessKey"},
+			{"recovery without the object store", `cnpg: {enabled: true, recovery: {enabled: true, serverName: old}}`,
+				"cnpg.recovery.enabled recovers from cnpg.backup's object store"},
+			{"recovery from nowhere", `cnpg: {enabled: true, backup: {enabled: true, objectStore: {destinationPath: "s3://b/p", secretName: s}}, recovery: {enabled: true}}`,
+				"cnpg.recovery.serverName is required"},
+			{"recovery into the folder it reads", `cnpg: {enabled: true, backup: {enabled: true, objectStore: {destinationPath: "s3://b/p", secretName: s}}, recovery: {enabled: true, serverName: ` + cnpgCluster + `}}`,
+				`cnpg.recovery.serverName and the recovered Cluster's archive folder are both "` + cnpgCluster + `"`},
+			{"recovery target in words", `cnpg: {enabled: true, recovery: {enabled: true, targetTime: yesterday}}`, "targetTime"},
 			{"compression the base backup lacks", `cnpg: {enabled: true, backup: {enabled: true, objectStore: {data: {compression: zstd}}}}`, "compression"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

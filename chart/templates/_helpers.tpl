@@ -418,3 +418,19 @@ azureCredentials:
   {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+cnpg.recovery needs cnpg.backup's ObjectStore (the bucket and its credentials) and must not
+archive into the folder it recovers from.
+*/}}
+{{- define "switchboard.cnpgRecoveryCheck" -}}
+{{- $c := .Values.cnpg }}
+{{- if not $c.backup.enabled }}
+{{- fail "cnpg.recovery.enabled recovers from cnpg.backup's object store: set cnpg.backup (enabled, objectStore) to the bucket the backups are in" }}
+{{- end }}
+{{- $from := required "cnpg.recovery.serverName is required: the folder in the object store to recover from, the old Cluster's name or its cnpg.backup.serverName" $c.recovery.serverName }}
+{{- $to := $c.backup.serverName | default (include "switchboard.cnpgClusterName" .) }}
+{{- if eq $from $to }}
+{{- fail (printf "cnpg.recovery.serverName and the recovered Cluster's archive folder are both %q: the plugin refuses to archive into a folder holding another timeline; set cnpg.backup.serverName to a new one, e.g. %s-r1" $from $from) }}
+{{- end }}
+{{- end }}
