@@ -51,7 +51,7 @@ func TestAttemptRecords(t *testing.T) {
 			t.Fatalf("while running: %+v", got)
 		}
 		for _, w := range []*RunWriter{nil, NewRunWriter(RunWriterOptions{DB: b.pool})} {
-			o := Outcome{Attempt: 1, Status: StatusSucceeded, HTTPStatus: 200, Excerpt: "ok"}
+			o := Outcome{Attempt: 1, Status: StatusSucceeded, HTTPStatus: 200, Excerpt: "ok", StartedAt: *rc.Run.StartedAt}
 			var err error
 			if w == nil {
 				_, err = FinishAttempt(ctx, b.pool, run.ID, o)
