@@ -27,14 +27,22 @@ type Attempt struct {
 }
 
 // ListAttempts returns every attempt of a run of the owner's task, first
-// first.
+// first. An attempt is written to task_run_attempts once, when it ends;
+// the attempt in progress is the run's own (running, attempt, started_at)
+// and is listed as running.
 func ListAttempts(ctx context.Context, q db.DB, ownerID, runID string) ([]Attempt, error) {
 	if _, err := GetRun(ctx, q, ownerID, runID); err != nil {
 		return nil, err
 	}
 	rows, err := q.Query(ctx, `
 		SELECT attempt, status, started_at, finished_at, duration_ms, http_status, error, response_excerpt
-		FROM task_run_attempts WHERE run_id = $1 ORDER BY attempt`, runID)
+		FROM task_run_attempts WHERE run_id = $1
+		UNION ALL
+		SELECT r.attempt, 'running', coalesce(r.started_at, r.created_at), NULL, NULL, NULL, NULL, NULL
+		FROM task_runs r
+		WHERE r.id = $1 AND r.status = 'running' AND r.attempt > 0
+			AND NOT EXISTS (SELECT 1 FROM task_run_attempts a WHERE a.run_id = r.id AND a.attempt = r.attempt)
+		ORDER BY 1`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}

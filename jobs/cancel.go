@@ -94,9 +94,15 @@ func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {
 	var run Run
 	err := tx.QueryRow(ctx, `
 		WITH closed AS (
-			UPDATE task_run_attempts a SET status = 'cancelled', finished_at = now(),
+			-- why: a running attempt has no record yet (it is written at its
+			-- end); one opened by an earlier version is closed.
+			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, duration_ms, error)
+			SELECT r.id, r.attempt, 'cancelled', coalesce(r.started_at, now()), now(),
+				(EXTRACT(EPOCH FROM now() - coalesce(r.started_at, now())) * 1000)::int, 'cancelled on request'
+			FROM task_runs r WHERE r.id = $1 AND r.status = 'running' AND r.attempt > 0
+			ON CONFLICT (run_id, attempt) DO UPDATE SET status = 'cancelled', finished_at = now(),
 				duration_ms = (EXTRACT(EPOCH FROM now() - a.started_at) * 1000)::int, error = 'cancelled on request'
-			WHERE a.run_id = $1 AND a.finished_at IS NULL
+				WHERE a.finished_at IS NULL
 		)
 		UPDATE task_runs r SET status = 'cancelled', finished_at = now(), next_attempt_at = NULL,
 			error = 'cancelled on request'

@@ -32,7 +32,7 @@ const ReconcileGrace = 30 * time.Second
 func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]ReconciledRun, error) {
 	rows, err := q.Query(ctx, `
 		WITH orphans AS (
-			SELECT r.id, j.state
+			SELECT r.id, j.state, r.status, r.attempt, r.started_at
 			FROM task_runs r
 			-- why: River's GIN index on args finds the run's job.
 			LEFT JOIN LATERAL (
@@ -46,9 +46,13 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]Reconcile
 			FOR UPDATE OF r SKIP LOCKED
 		),
 		closed AS (
-			UPDATE task_run_attempts a SET status = 'interrupted', finished_at = now(),
-				error = 'the outcome of this attempt was never recorded'
-			FROM orphans o WHERE a.run_id = o.id AND a.finished_at IS NULL
+			-- why: a running attempt has no record yet (it is written at its
+			-- end); one opened by an earlier version is closed.
+			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, error)
+			SELECT o.id, o.attempt, 'interrupted', coalesce(o.started_at, now()), now(), 'the outcome of this attempt was never recorded'
+			FROM orphans o WHERE o.status = 'running' AND o.attempt > 0
+			ON CONFLICT (run_id, attempt) DO UPDATE SET status = EXCLUDED.status, finished_at = EXCLUDED.finished_at, error = EXCLUDED.error
+				WHERE a.finished_at IS NULL
 		)
 		UPDATE task_runs r SET
 			status = CASE o.state WHEN 'completed' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END,

@@ -31,10 +31,15 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]ReconciledR
 	}
 	rows, err := q.Query(ctx, `
 		WITH closed AS (
-			UPDATE task_run_attempts a SET status = 'interrupted', finished_at = now(),
-				error = format('node %s stopped while running this attempt', x.node)
-			FROM unnest($1::uuid[], $2::text[]) AS x(run_id, node)
-			WHERE a.run_id = x.run_id AND a.finished_at IS NULL
+			-- why: a running attempt has no record yet (it is written at its
+			-- end); one opened by an earlier version is closed.
+			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, error)
+			SELECT DISTINCT ON (r.id) r.id, r.attempt, 'interrupted', coalesce(r.started_at, now()), now(),
+				format('node %s stopped while running this attempt', x.node)
+			FROM unnest($1::uuid[], $2::text[]) AS x(run_id, node) JOIN task_runs r ON r.id = x.run_id
+			WHERE r.status = 'running' AND r.attempt > 0
+			ON CONFLICT (run_id, attempt) DO UPDATE SET status = EXCLUDED.status, finished_at = EXCLUDED.finished_at, error = EXCLUDED.error
+				WHERE a.finished_at IS NULL
 		)
 		UPDATE task_runs r
 		SET status = CASE WHEN x.discarded THEN 'failed' ELSE 'queued' END,

@@ -101,6 +101,11 @@ func (w *RunWriter) startBatch(ctx context.Context, in []startRequest) []batchRe
 		WITH input AS (
 			SELECT DISTINCT ON (run_id) run_id, attempt FROM unnest($1::uuid[], $2::int[]) AS i(run_id, attempt)
 		),
+		prev AS (
+			-- why: the statement's snapshot, before started changes the rows.
+			SELECT r.id, r.attempt, r.started_at FROM task_runs r JOIN input i ON r.id = i.run_id
+			WHERE r.status = 'running' AND r.attempt <> i.attempt
+		),
 		started AS (
 			UPDATE task_runs r SET status = 'running', attempt = i.attempt, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
 			FROM input i, tasks t
@@ -109,12 +114,7 @@ func (w *RunWriter) startBatch(ctx context.Context, in []startRequest) []batchRe
 				AND t.overlap NOT IN ('buffer_one', 'cancel_other') AND t.max_concurrency IS NULL
 			RETURNING r.id AS run_uuid, `+runColumns+`, t.signing_secret, `+taskColumns+`
 		),
-		opened AS (
-			INSERT INTO task_run_attempts (run_id, attempt, status)
-			SELECT run_uuid, attempt, 'running' FROM started
-			ON CONFLICT (run_id, attempt) DO UPDATE SET status = 'running', started_at = now(), finished_at = NULL,
-				duration_ms = NULL, http_status = NULL, error = NULL, response_excerpt = NULL
-		)
+		`+interruptedPrev+`
 		SELECT * FROM started`, ids, attempts)
 	got := map[runKey]RunContext{}
 	if err == nil {
@@ -148,24 +148,19 @@ func (w *RunWriter) finishBatch(ctx context.Context, in []finishRequest) []batch
 	ids, statuses, attemptStatuses := make([]string, n), make([]string, n), make([]string, n)
 	httpStatuses, attempts := make([]*int32, n), make([]int32, n)
 	errs, excerpts := make([]*string, n), make([]*string, n)
-	durations, nexts := make([]int64, n), make([]*time.Time, n)
+	durations, nexts, starts := make([]int64, n), make([]*time.Time, n), make([]*time.Time, n)
 	for i, r := range in {
 		o := r.o
 		ids[i], statuses[i], attemptStatuses[i], attempts[i] = r.runID, o.Status, o.attemptStatus(), int32(o.Attempt)
 		httpStatuses[i], errs[i], excerpts[i] = nilIfZero(int32(o.HTTPStatus)), nilIfZero(o.Error), nilIfZero(o.Excerpt)
-		durations[i], nexts[i] = o.Duration.Milliseconds(), o.NextAttemptAt
+		durations[i], nexts[i], starts[i] = o.Duration.Milliseconds(), o.NextAttemptAt, nilIfZero(o.StartedAt)
 	}
 	rows, err := w.db.Query(ctx, `
 		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::int[], $9::timestamptz[])
-				AS i(run_id, status, http_status, error, excerpt, duration_ms, attempt_status, attempt, next_attempt_at)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[])
+				AS i(run_id, status, http_status, error, excerpt, duration_ms, attempt_status, attempt, next_attempt_at, started_at)
 		),
-		closed AS (
-			UPDATE task_run_attempts a SET status = i.attempt_status, finished_at = now(), duration_ms = i.duration_ms,
-				http_status = i.http_status, error = i.error, response_excerpt = i.excerpt
-			FROM input i
-			WHERE a.run_id = i.run_id AND a.attempt = i.attempt AND a.finished_at IS NULL
-		)
+		`+recordAttempts+`
 		UPDATE task_runs r SET status = i.status, http_status = i.http_status, error = i.error, response_excerpt = i.excerpt,
 			duration_ms = i.duration_ms,
 			finished_at = CASE WHEN i.status IN ('succeeded', 'failed', 'cancelled') THEN now() END,
@@ -175,7 +170,7 @@ func (w *RunWriter) finishBatch(ctx context.Context, in []finishRequest) []batch
 		-- overwrite a newer attempt's run).
 		WHERE r.id = i.run_id AND r.status <> 'cancelled' AND r.attempt = i.attempt
 		RETURNING `+runColumns,
-		ids, statuses, httpStatuses, errs, excerpts, durations, attemptStatuses, attempts, nexts)
+		ids, statuses, httpStatuses, errs, excerpts, durations, attemptStatuses, attempts, nexts, starts)
 	got := map[runKey]Run{}
 	if err == nil {
 		var run Run

@@ -53,6 +53,11 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 	if len(attempts) != len(want) {
 		t.Fatalf("attempts: %+v", attempts)
 	}
+	// The attempt's record is written at its end with the start the run
+	// recorded for it.
+	if !attempts[2].StartedAt.Equal(*done.StartedAt) {
+		t.Errorf("last attempt started %v, the run says %v", attempts[2].StartedAt, *done.StartedAt)
+	}
 	for i, a := range attempts {
 		w := want[i]
 		if a.Attempt != i+1 || a.Status != w.status || a.HTTPStatus == nil || *a.HTTPStatus != w.http ||

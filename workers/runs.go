@@ -166,6 +166,9 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 // finish records the outcome and announces the new status. false: the run
 // was cancelled or deleted meanwhile, and nothing was recorded.
 func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outcome) bool {
+	if rc.Run.StartedAt != nil {
+		o.StartedAt = *rc.Run.StartedAt
+	}
 	var run jobs.Run
 	err := db.RetryTransient(ctx, RecordRetryFor, func() (err error) {
 		run, err = w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)

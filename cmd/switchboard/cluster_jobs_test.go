@@ -171,6 +171,13 @@ func TestKilledNodesRunIsRetriedElsewhere(t *testing.T) {
 	if run["task_id"] != taskID || run["status"] != "succeeded" {
 		t.Fatalf("run through the API: %v", run)
 	}
+	// Both attempts are recorded: the one the kill cut short, then the retry.
+	_, attempts := call(t, http.MethodGet, live.URL+"/v1/runs/"+runID+"/attempts", nil, token)
+	items, _ := attempts["items"].([]any)
+	if len(items) != 2 || items[0].(map[string]any)["status"] != "interrupted" || items[0].(map[string]any)["finished_at"] == nil ||
+		items[1].(map[string]any)["status"] != "succeeded" {
+		t.Fatalf("attempts through the API: %v", attempts)
+	}
 }
 
 // TestSIGTERMLetsTheRunningJobFinish: after SIGTERM the replica fails
