@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -72,9 +73,24 @@ func newBenchNode(b *testing.B, claimed jobs.Publisher) *benchNode {
 	}
 	b.Cleanup(func() { _ = client.Stop(context.Background()) })
 	n := &benchNode{pool: pool, river: client,
-		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Publisher: claimed})}
+		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Publisher: claimed, Lead: benchLead(b)})}
 	n.owner = dbtest.User(b, pool, nil).ID
 	return n
+}
+
+// benchLead is the claim lead of a replica with default settings
+// (SWITCHBOARD_CLAIM_LEAD), or BENCH_CLAIM_LEAD when set (0: off), to
+// compare in one sitting.
+func benchLead(b *testing.B) time.Duration {
+	v, ok := os.LookupEnv("BENCH_CLAIM_LEAD")
+	if !ok {
+		return 250 * time.Millisecond
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("BENCH_CLAIM_LEAD: %v", err)
+	}
+	return d
 }
 
 // createTasks inserts count tasks with action on schedule, due at next.
