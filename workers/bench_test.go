@@ -84,7 +84,7 @@ func newBenchNode(b *testing.B, claimed jobs.Publisher) *benchNode {
 func benchLead(b *testing.B) time.Duration {
 	v, ok := os.LookupEnv("BENCH_CLAIM_LEAD")
 	if !ok {
-		return 250 * time.Millisecond
+		return 500 * time.Millisecond
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {

@@ -164,6 +164,9 @@ func TestLoadDefaults(t *testing.T) {
 	if c.RunWorkers != 400 {
 		t.Fatalf("run workers: %d", c.RunWorkers)
 	}
+	if c.ClaimLead != 500*time.Millisecond {
+		t.Fatalf("claim lead: %s", c.ClaimLead)
+	}
 	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
 		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)
 	}
