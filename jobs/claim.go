@@ -249,8 +249,13 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 	var secs *float64
 	err = q.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM tasks WHERE active AND next_run_at <= now()),
-		       EXTRACT(EPOCH FROM (SELECT min(next_run_at - CASE WHEN overlap = 'allow' THEN $1::interval ELSE '0s' END)
-		                           FROM tasks WHERE active AND next_run_at IS NOT NULL) - now())::float8`, lead).
+		       -- why: two index-ordered mins (tasks_due_idx), the second only
+		       -- with a lead; a min over an expression would read every task.
+		       EXTRACT(EPOCH FROM LEAST(
+		           (SELECT min(next_run_at) FROM tasks WHERE active AND next_run_at IS NOT NULL),
+		           CASE WHEN $1::interval > '0s' THEN (SELECT min(next_run_at) FROM tasks
+		               WHERE active AND next_run_at IS NOT NULL AND overlap = 'allow') - $1::interval END
+		       ) - now())::float8`, lead).
 		Scan(&due, &secs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("due stats: %w", err)

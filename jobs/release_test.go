@@ -8,6 +8,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 // aheadBundle is setup with a River client that has ReleaseAtTick, and a
@@ -177,4 +179,23 @@ func TestWithdrawAhead(t *testing.T) {
 			t.Fatalf("runs = %+v, want the fetched run kept", runs)
 		}
 	})
+}
+
+// TestClaimLoopWakesAhead: the loop wakes Lead before an allow task's tick
+// (not at the tick) and claims it then.
+func TestClaimLoopWakesAhead(t *testing.T) {
+	t.Parallel()
+	b, _ := aheadBundle(t)
+	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Lead: 2 * time.Second, StartJitter: time.Millisecond})
+	task := b.task(t, func(t *Task) { t.Overlap = OverlapAllow; t.Schedule = new("@every 1h") })
+	tick := time.Now().Add(3500 * time.Millisecond).Truncate(time.Millisecond)
+	b.dueAt(t, task.ID, tick)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	testwait.For(t, 30*time.Second, "the tick to be claimed", func() bool { return len(b.runs(t, task.ID)) == 1 })
+	if run := b.runs(t, task.ID)[0]; !run.CreatedAt.Before(tick) {
+		t.Fatalf("run for %v created at %v: claimed at its tick, not ahead", tick, run.CreatedAt)
+	}
 }
