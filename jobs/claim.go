@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -41,7 +42,15 @@ type ClaimerOptions struct {
 	// Ticks older than that were missed while no claimer ran: the oldest gets
 	// one run, the rest are counted as skipped. Default 10s.
 	CatchUp time.Duration
+	// Lead is how long before its tick a task with overlap allow may be
+	// claimed (see ReleaseAtTick: the run still starts at its tick, and the
+	// River client must have that middleware). Zero claims every tick once
+	// due; at most MaxLead.
+	Lead time.Duration
 }
+
+// MaxLead bounds ClaimerOptions.Lead.
+const MaxLead = 5 * time.Second
 
 // Claimer is the claim loop of one worker replica. Every replica runs one;
 // there is no leader: FOR UPDATE SKIP LOCKED hands each due task to exactly
@@ -49,8 +58,11 @@ type ClaimerOptions struct {
 type Claimer struct {
 	opts   ClaimerOptions
 	paused atomic.Bool
-	wake   chan struct{}
-	base   startstop.Base
+	// noLead: the River client lacks ReleaseAtTick; ticks are claimed due.
+	noLead  atomic.Bool
+	release *releaser
+	wake    chan struct{}
+	base    startstop.Base
 
 	schedMu   sync.Mutex
 	schedules map[string]*Schedule
@@ -68,7 +80,12 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.MaxSleep = cmp.Or(opts.MaxSleep, time.Second)
 	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
-	return &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
+	opts.Lead = min(max(opts.Lead, 0), MaxLead)
+	c := &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
+	if opts.Lead > 0 {
+		c.release = newReleaser(opts.DB, opts.River.Schema(), opts.Logger)
+	}
+	return c
 }
 
 // Start launches the loop and returns at once. It runs until Stop; a
@@ -79,6 +96,9 @@ func (c *Claimer) Start(ctx context.Context) error {
 		return fmt.Errorf("start claimer: %w", err)
 	}
 	c.base.Go(func() { c.loop(runCtx) })
+	if c.release != nil {
+		c.base.Go(func() { c.release.loop(runCtx) })
+	}
 	return nil
 }
 
@@ -151,7 +171,7 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 // the earliest due tick (0 or less: due now); ok is false when it could
 // not be read.
 func (c *Claimer) untilNext(ctx context.Context) (time.Duration, bool) {
-	due, next, err := DueStats(ctx, c.opts.DB)
+	due, next, err := dueStats(ctx, c.opts.DB, c.lead())
 	if err != nil {
 		if ctx.Err() == nil {
 			c.opts.Logger.Warn("read due tasks", "error", err)
@@ -220,10 +240,22 @@ func (c *Claimer) drain(ctx context.Context) bool {
 // DueStats returns how many active tasks are due and how long until the
 // earliest tick (negative: how overdue it is; MaxInt64 without tasks).
 func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, err error) {
+	return dueStats(ctx, q, 0)
+}
+
+// dueStats is DueStats with untilNext the time until the earliest claim:
+// a tick of an overlap-allow task may be claimed lead ahead of it.
+func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, err error) {
 	var secs *float64
 	err = q.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM tasks WHERE active AND next_run_at <= now()),
-		       EXTRACT(EPOCH FROM (SELECT min(next_run_at) FROM tasks WHERE active AND next_run_at IS NOT NULL) - now())::float8`).
+		       -- why: two index-ordered mins (tasks_due_idx), the second only
+		       -- with a lead; a min over an expression would read every task.
+		       EXTRACT(EPOCH FROM LEAST(
+		           (SELECT min(next_run_at) FROM tasks WHERE active AND next_run_at IS NOT NULL),
+		           CASE WHEN $1::interval > '0s' THEN (SELECT min(next_run_at) FROM tasks
+		               WHERE active AND next_run_at IS NOT NULL AND overlap = 'allow') - $1::interval END
+		       ) - now())::float8`, lead).
 		Scan(&due, &secs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("due stats: %w", err)
@@ -242,6 +274,7 @@ type claimedTask struct {
 	scheduledFor time.Time
 	nextRunAt    *time.Time
 	skipped      int
+	ahead        bool // claimed before its tick (Lead)
 }
 
 // ClaimOnce runs one claim transaction: lock up to BatchSize due tasks
@@ -278,6 +311,7 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("claim: commit: %w", err)
 	}
+	c.released(claimed)
 	c.recordClaim(ctx, claimed, runs)
 	c.opts.Metrics.RunStatus(StatusCancelled, len(cancelled))
 	c.announce(ctx, claimed, cancelled)
@@ -307,10 +341,13 @@ func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error)
 	rows, err := tx.Query(ctx, `
 		SELECT id::text, owner_id::text, schedule, timezone, overlap, max_attempts, next_run_at, now()
 		FROM tasks
-		WHERE active AND next_run_at <= now() AND schedule IS NOT NULL
+		-- why: a tick not yet due is claimed only for overlap allow, whose
+		-- run does not depend on what else runs at its tick (see Lead).
+		WHERE active AND next_run_at <= now() + $2::interval AND schedule IS NOT NULL
+		  AND (next_run_at <= now() OR overlap = 'allow')
 		ORDER BY next_run_at
 		LIMIT $1
-		FOR UPDATE SKIP LOCKED`, c.opts.BatchSize)
+		FOR UPDATE SKIP LOCKED`, c.opts.BatchSize, c.lead())
 	if err != nil {
 		return nil, fmt.Errorf("claim: lock due tasks: %w", err)
 	}
@@ -328,6 +365,7 @@ func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error)
 		} else {
 			ct.scheduledFor, ct.nextRunAt, ct.skipped = advance(s, due, now, c.opts.CatchUp)
 		}
+		ct.ahead = due.After(now)
 		out = append(out, ct)
 		return nil
 	})
@@ -432,18 +470,57 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 	if len(runs) == 0 {
 		return nil
 	}
-	attempts := make(map[string]int, len(claimed))
+	byTask := make(map[string]claimedTask, len(claimed))
 	for _, ct := range claimed {
-		attempts[ct.id] = ct.maxAttempts
+		byTask[ct.id] = ct
 	}
 	params := make([]river.InsertManyParams, len(runs))
+	var seen, ahead bool
 	for i, r := range runs {
-		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: runInsertOpts(attempts[r.TaskID])}
+		ct := byTask[r.TaskID]
+		opts := runInsertOpts(ct.maxAttempts)
+		if ct.ahead {
+			// Not fetchable before its tick; ReleaseAtTick keeps it
+			// available rather than scheduled.
+			opts.ScheduledAt, ahead = ct.scheduledFor, true
+		}
+		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: opts}
+	}
+	if ahead {
+		ctx = context.WithValue(ctx, releaseKey{}, &seen)
 	}
 	if _, err := c.opts.River.InsertManyFastTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("claim: enqueue runs: %w", err)
 	}
+	if ahead && !seen {
+		// Its jobs would wait for River's scheduler (up to 5 s): roll
+		// back, and claim ticks once due from now on.
+		c.noLead.Store(true)
+		return errors.New("claim: the River client has no jobs.ReleaseAtTick middleware; claiming ticks once due (no lead)")
+	}
 	return nil
+}
+
+// lead is how far ahead ticks are claimed now.
+func (c *Claimer) lead() time.Duration {
+	if c.noLead.Load() {
+		return 0
+	}
+	return c.opts.Lead
+}
+
+// released notes the ticks claimed ahead (committed) for the releaser.
+func (c *Claimer) released(claimed []claimedTask) {
+	if c.release == nil {
+		return
+	}
+	var ticks []time.Time
+	for _, ct := range claimed {
+		if ct.ahead {
+			ticks = append(ticks, ct.scheduledFor)
+		}
+	}
+	c.release.add(ticks)
 }
 
 // recordClaim counts what was committed and announces the queued runs.

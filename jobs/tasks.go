@@ -163,6 +163,14 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 		return Task{}, err
 	}
 	next := t.NextRunAt
+	// A tick claimed ahead and not yet due is decided anew with the change.
+	withdrawn, err := withdrawAhead(ctx, tx, id)
+	if err != nil {
+		return Task{}, fmt.Errorf("update task: %w", err)
+	}
+	if !withdrawn.IsZero() {
+		next = &withdrawn
+	}
 	if reschedule {
 		if next, err = nextRun(&t, time.Now()); err != nil {
 			return Task{}, err
@@ -201,9 +209,20 @@ func DeleteTask(ctx context.Context, q db.DB, ownerID, id string) error {
 }
 
 // DeactivateTask stops scheduling a task (a webhook answered 410 Gone).
+// A tick claimed ahead and not yet due does not run.
 func DeactivateTask(ctx context.Context, q db.DB, id string) error {
-	_, err := q.Exec(ctx, `UPDATE tasks SET active = false, next_run_at = NULL, updated_at = now() WHERE id = $1`, id)
+	tx, err := q.Begin(ctx)
 	if err != nil {
+		return fmt.Errorf("deactivate task: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET active = false, next_run_at = NULL, updated_at = now() WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("deactivate task: %w", err)
+	}
+	if _, err := withdrawAhead(ctx, tx, id); err != nil {
+		return fmt.Errorf("deactivate task: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("deactivate task: %w", err)
 	}
 	return nil

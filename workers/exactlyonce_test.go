@@ -34,11 +34,17 @@ func TestExactlyOncePerTick(t *testing.T) {
 	}
 	t.Run("three replicas", func(t *testing.T) {
 		t.Parallel()
-		exactlyOnce(t, duration, false)
+		exactlyOnce(t, duration, false, 0)
 	})
 	t.Run("one of three stopped and restarted mid-way", func(t *testing.T) {
 		t.Parallel()
-		exactlyOnce(t, duration, true)
+		exactlyOnce(t, duration, true, 0)
+	})
+	// Ticks claimed up to two ahead (ClaimerOptions.Lead), replicas
+	// stopped with ticks claimed but not yet due.
+	t.Run("claiming ahead, one of three stopped and restarted mid-way", func(t *testing.T) {
+		t.Parallel()
+		exactlyOnce(t, duration, true, 2*time.Second)
 	})
 }
 
@@ -79,7 +85,8 @@ type noopPublisher struct{}
 func (noopPublisher) PublishUser(context.Context, string, string, any) error { return nil }
 func (noopPublisher) PublishRoom(context.Context, string, string, any) error { return nil }
 
-func startReplica(t *testing.T, url string) *replica {
+// startReplica starts a replica claiming ticks lead ahead (0: once due).
+func startReplica(t *testing.T, url string, lead time.Duration) *replica {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := db.Connect(ctx, url, db.Options{MaxConns: 10})
@@ -92,7 +99,8 @@ func startReplica(t *testing.T, url string) *replica {
 	}, time.Second)
 	// A busy CI machine can fall seconds behind; what is under test is that
 	// late ticks still run once each, so they must not fold as "missed".
-	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute})
+	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute,
+		Lead: lead})
 	if err := r.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +122,7 @@ func (r *replica) stop() {
 	r.pool.Close()
 }
 
-func exactlyOnce(t *testing.T, duration time.Duration, restart bool) {
+func exactlyOnce(t *testing.T, duration time.Duration, restart bool, lead time.Duration) {
 	ctx := context.Background()
 	url := dbtest.NewDatabaseURL(t)
 	admin, err := db.Connect(ctx, url, db.Options{MaxConns: 4})
@@ -142,14 +150,14 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool) {
 		first[created.ID] = *created.NextRunAt
 	}
 
-	replicas := []*replica{startReplica(t, url), startReplica(t, url), startReplica(t, url)}
+	replicas := []*replica{startReplica(t, url, lead), startReplica(t, url, lead), startReplica(t, url, lead)}
 	start := time.Now()
 	if restart {
 		<-time.After(time.Until(start.Add(duration / 3)))
 		replicas[0].stop()
 		t.Logf("replica 0 stopped at %v", time.Since(start).Round(time.Millisecond))
 		<-time.After(time.Until(start.Add(2 * duration / 3)))
-		replicas[0] = startReplica(t, url)
+		replicas[0] = startReplica(t, url, lead)
 		t.Logf("replica 0 replaced at %v", time.Since(start).Round(time.Millisecond))
 	}
 	<-time.After(time.Until(start.Add(duration)))

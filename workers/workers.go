@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
@@ -113,6 +114,8 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Workers:              w,
 		PeriodicJobs:         m.periodicJobs(),
+		// Runs claimed ahead of their tick are inserted available at it.
+		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}},
 	}, nil
 }
 

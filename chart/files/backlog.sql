@@ -6,7 +6,9 @@
 -- backlog (index scans of river_job_prioritized_fetching_index by state and of
 -- tasks_due_idx), never the job history. Scheduled and retryable jobs whose
 -- time has come are ready: River's scheduler, which runs in a worker, makes
--- them available, so with no worker they wait like available ones.
+-- them available, so with no worker they wait like available ones. An
+-- available job may be due a moment later (a tick claimed ahead): it counts
+-- as demand, not yet towards the oldest age.
 --
 -- demand is what the workers have to do now: ready jobs + running jobs + due
 -- ticks. Running jobs count so that a busy pool is not scaled to zero while it
@@ -16,8 +18,8 @@ WITH jobs AS (
            count(*) FILTER (WHERE state IN ('scheduled', 'retryable')) AS scheduled,
            count(*) FILTER (WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= now()) AS scheduled_due,
            count(*) FILTER (WHERE state = 'running') AS running,
-           min(scheduled_at) FILTER (WHERE state = 'available'
-               OR (state IN ('scheduled', 'retryable') AND scheduled_at <= now())) AS oldest_ready_at
+           min(scheduled_at) FILTER (WHERE state IN ('available', 'scheduled', 'retryable')
+               AND scheduled_at <= now()) AS oldest_ready_at
     FROM river_job
     WHERE state IN ('available', 'scheduled', 'retryable', 'running')
 ), ticks AS (

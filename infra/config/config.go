@@ -46,6 +46,7 @@ type Config struct {
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
 	RunWorkers       int           `envconfig:"SWITCHBOARD_RUN_WORKERS" default:"400" desc:"task runs one worker replica works at once (1-10000); their run-state writes are batched (about 4 connections for all of them), so the pool (pool_max_conns in DATABASE_URL, default 25) need not grow with this"`
+	ClaimLead        time.Duration `envconfig:"SWITCHBOARD_CLAIM_LEAD" default:"500ms" desc:"how long before its tick a task with overlap allow may be claimed (0-5s; 0: at the tick); the run still starts at its tick, and a burst of ticks due at once is claimed before it comes"`
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
 	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
@@ -225,6 +226,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RunWorkers < 0 || c.RunWorkers > 10000 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_WORKERS: %d is outside 1-10000", c.RunWorkers))
+	}
+	if c.ClaimLead < 0 || c.ClaimLead > 5*time.Second {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_CLAIM_LEAD: %s is outside 0-5s", c.ClaimLead))
 	}
 	if c.RunRetention != 0 && c.RunRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))

@@ -52,6 +52,8 @@ func TestValidate(t *testing.T) {
 		{"negative send queue", func(c *Config) { c.SendQueueBytes = -1 }, "SWITCHBOARD_WS_SEND_QUEUE_BYTES"},
 		{"too many run workers", func(c *Config) { c.RunWorkers = 10001 }, "SWITCHBOARD_RUN_WORKERS"},
 		{"negative run workers", func(c *Config) { c.RunWorkers = -1 }, "SWITCHBOARD_RUN_WORKERS"},
+		{"claim lead too long", func(c *Config) { c.ClaimLead = 6 * time.Second }, "SWITCHBOARD_CLAIM_LEAD"},
+		{"negative claim lead", func(c *Config) { c.ClaimLead = -time.Second }, "SWITCHBOARD_CLAIM_LEAD"},
 		{"negative stream retention", func(c *Config) { c.StreamMaxAge = -time.Hour }, "SWITCHBOARD_STREAM_MAX_AGE"},
 		{"transaction pooling", func(c *Config) {
 			c.DatabaseURL, c.DatabasePooling, c.ListenURL = "postgres://bouncer/x", " Transaction ", "postgres://db/x"
@@ -161,6 +163,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if c.RunWorkers != 400 {
 		t.Fatalf("run workers: %d", c.RunWorkers)
+	}
+	if c.ClaimLead != 500*time.Millisecond {
+		t.Fatalf("claim lead: %s", c.ClaimLead)
 	}
 	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
 		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)

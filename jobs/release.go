@@ -1,0 +1,201 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/switchboard/switchboard/infra/db"
+)
+
+// Claiming ahead (ClaimerOptions.Lead): a tick of an overlap-allow task may
+// be claimed up to Lead before it is due, in the same transaction as a tick
+// claimed on time (next_run_at advances in the transaction that inserts the
+// run: exactly once holds unchanged). Its River job is inserted available
+// with scheduled_at = the tick, so no producer can fetch it before its time
+// (River fetches state 'available' AND scheduled_at <= now()), and at the
+// tick the claimer sends River's insert notification so that the producers
+// of every replica fetch it at once rather than on their next poll. River
+// would insert a job with a future ScheduledAt as 'scheduled' and release it
+// on its scheduler's 5 s tick; ReleaseAtTick, a River insert middleware,
+// keeps it available instead.
+
+// ReleaseAtTick is the River insert middleware that claiming ahead needs:
+// the jobs of runs claimed ahead of their tick are inserted available (not
+// scheduled) with scheduled_at = the tick. It changes only inserts the
+// claimer marks; install it on the River client a Claimer with a Lead
+// inserts through (workers.RiverConfig does).
+type ReleaseAtTick struct {
+	river.MiddlewareDefaults
+}
+
+// releaseKey marks a claim's insert context; the middleware notes that it
+// ran (a client without it inserts the jobs scheduled).
+type releaseKey struct{}
+
+// InsertMany keeps the marked insert's scheduled jobs available.
+func (ReleaseAtTick) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
+	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
+	if seen, ok := ctx.Value(releaseKey{}).(*bool); ok {
+		*seen = true
+		for _, p := range params {
+			if p.Kind == (RunArgs{}).Kind() && p.State == rivertype.JobStateScheduled {
+				p.State = rivertype.JobStateAvailable
+			}
+		}
+	}
+	return doInner(ctx)
+}
+
+// releaser sends River's insert notification at each tick claimed ahead.
+type releaser struct {
+	db     db.DB
+	schema string
+	logger *slog.Logger
+	wake   chan struct{}
+
+	mu    sync.Mutex
+	ticks []time.Time // pending, unsorted, deduplicated
+}
+
+func newReleaser(q db.DB, schema string, logger *slog.Logger) *releaser {
+	return &releaser{db: q, schema: schema, logger: logger, wake: make(chan struct{}, 1)}
+}
+
+// add notes ticks claimed ahead (committed).
+func (r *releaser) add(ticks []time.Time) {
+	if len(ticks) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, t := range ticks {
+		if !slices.ContainsFunc(r.ticks, t.Equal) {
+			r.ticks = append(r.ticks, t)
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the earliest pending tick; ok false: none.
+func (r *releaser) next() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ticks) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(r.ticks, func(a, b time.Time) int { return a.Compare(b) }), true
+}
+
+// take removes the ticks up to at and returns the latest of them.
+func (r *releaser) take(at time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var latest time.Time
+	r.ticks = slices.DeleteFunc(r.ticks, func(t time.Time) bool {
+		if t.After(at) {
+			return false
+		}
+		if t.After(latest) {
+			latest = t
+		}
+		return true
+	})
+	return latest
+}
+
+// loop notifies at every pending tick until ctx ends.
+func (r *releaser) loop(ctx context.Context) {
+	for {
+		wait := time.Hour
+		if t, ok := r.next(); ok {
+			wait = time.Until(t)
+		}
+		timer := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-r.wake:
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		// Ticks less than a millisecond apart share one notification.
+		if tick := r.take(time.Now().Add(time.Millisecond)); !tick.IsZero() {
+			r.notify(ctx, tick)
+		}
+	}
+}
+
+// notify sends River's insert notification for the run queue once the
+// database's clock reached tick: its producers fetch with the database's
+// now(), so a notification sent by a clock running ahead would find the
+// jobs not yet due and leave them to the next poll. (The wait is at most a
+// second, on one connection.) The channel and payload are River's own
+// (client.go maybeNotifyInsertForQueues, PGNotifyMany): <schema>.river_insert,
+// {"queue": name}. Without LISTEN (poll-only) nobody hears it and the runs
+// start on River's poll, as runs claimed at their tick do.
+func (r *releaser) notify(ctx context.Context, tick time.Time) {
+	payload, err := json.Marshal(map[string]string{"queue": river.QueueDefault})
+	if err != nil {
+		return
+	}
+	_, err = r.db.Exec(ctx, `
+		SELECT pg_sleep(LEAST(1, GREATEST(0, EXTRACT(EPOCH FROM $1::timestamptz - clock_timestamp())))),
+		       pg_notify(coalesce(NULLIF($2, ''), current_schema()) || '.river_insert', $3)`,
+		tick, r.schema, string(payload))
+	if err != nil && ctx.Err() == nil {
+		r.logger.Warn("notify river of runs due", "error", err)
+	}
+}
+
+// withdrawAhead deletes, in the caller's transaction, the task's runs
+// claimed ahead of a tick that is still in the future, with their River
+// jobs: a task changed (paused, rescheduled, edited) before its tick gets
+// the tick decided anew, as if it had not been claimed yet. A job a
+// producer already fetched (the tick came) is left alone: FOR UPDATE waits
+// for the fetch and the rechecked state no longer matches. It returns the
+// earliest withdrawn tick (zero: none), for the caller to keep due.
+func withdrawAhead(ctx context.Context, tx pgx.Tx, taskID string) (time.Time, error) {
+	var earliest *time.Time
+	err := tx.QueryRow(ctx, `
+		WITH ahead AS (
+			SELECT r.id AS run_id, j.id AS job_id, r.scheduled_for
+			FROM task_runs r
+			JOIN river_job j ON j.kind = 'task_run' AND j.args @> jsonb_build_object('run_id', r.id::text)
+			WHERE r.task_id = $1 AND r.trigger = 'schedule' AND r.status = 'queued' AND r.attempt = 0
+			  AND r.scheduled_for > clock_timestamp()
+			  AND j.state = 'available' AND j.scheduled_at > clock_timestamp()
+			FOR UPDATE OF j
+		),
+		jobs_gone AS (
+			DELETE FROM river_job WHERE id IN (SELECT job_id FROM ahead)
+		),
+		runs_gone AS (
+			DELETE FROM task_runs WHERE id IN (SELECT run_id FROM ahead) RETURNING scheduled_for
+		),
+		counted AS (
+			UPDATE tasks SET run_count = run_count - (SELECT count(*) FROM runs_gone)
+			WHERE id = $1 AND EXISTS (SELECT 1 FROM runs_gone)
+		)
+		SELECT min(scheduled_for) FROM runs_gone`, taskID).Scan(&earliest)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("withdraw runs claimed ahead: %w", err)
+	}
+	if earliest == nil {
+		return time.Time{}, nil
+	}
+	return *earliest, nil
+}
