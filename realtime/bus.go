@@ -49,6 +49,13 @@ type BusOptions struct {
 	PollOnly bool
 	// PollInterval of poll-only mode; default 1 s.
 	PollInterval time.Duration
+	// Notices are further NOTIFY channels the LISTEN connection hears,
+	// each with what to call when a notification arrives on it, and also
+	// when LISTEN is established or lost (one may have been missed: the
+	// caller looks for itself). With notices the bus LISTENs on a replica
+	// without a hub too (a worker-only one), on those channels only.
+	// Poll-only, none is heard; Listening reports which.
+	Notices map[string]func()
 	// IdlePing: ping the LISTEN connection after this long without a
 	// notification; default 5 s.
 	IdlePing time.Duration
@@ -204,7 +211,7 @@ func (b *Bus) Start(ctx context.Context) error {
 	stopping := b.base.Stopping()
 	b.base.Go(func() { b.appendLoop(b.giveUpAfterStop(stopping, b.appendsDone)) })
 	b.base.Go(b.publishLoop)
-	if b.hub == nil {
+	if b.hub == nil && (len(b.opts.Notices) == 0 || b.opts.PollOnly) {
 		return nil
 	}
 	up := make(chan struct{})
