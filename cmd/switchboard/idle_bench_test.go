@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -34,7 +35,11 @@ var idleSources = []struct {
 // database). Where the server has pg_stat_statements loaded (point
 // TEST_DATABASE_URL at one started with
 // shared_preload_libraries=pg_stat_statements) it also counts statements,
-// BEGIN and COMMIT included, which is the round trips, by source.
+// BEGIN and COMMIT included, which is the round trips, by source. That
+// replica is River's leader; a second one (the same wiring, connecting as
+// a role of its own so that its statements count apart) then starts on
+// the same database, settles for 10 s, and its statements over 60 s are
+// the follower-… figures: what each further replica costs.
 //
 //	go test -run '^$' -bench IdleReplica -benchtime 1x ./cmd/switchboard/
 func BenchmarkIdleReplica(b *testing.B) {
@@ -62,26 +67,69 @@ func BenchmarkIdleReplica(b *testing.B) {
 	startServer(b, testConfig(b, dbURL))
 	time.Sleep(10 * time.Second) // settle: an interval to wait out, not an event
 	x0 := idleXacts(b, admin, name)
-	s0, haveStatements := idleStatements(ctx, admin, name)
+	s0, haveStatements := idleStatements(ctx, admin, name, "")
 	const idle = 60 * time.Second
 	start := time.Now()
 	time.Sleep(idle)
 	elapsed := time.Since(start).Seconds()
 	x1 := idleXacts(b, admin, name)
 	b.ReportMetric(float64(x1-x0)/elapsed, "xacts/s")
-	if s1, ok := idleStatements(ctx, admin, name); ok && haveStatements {
-		total := 0.0
-		for src, n := range s1 {
-			d := float64(n-s0[src]) / elapsed
-			total += d
-			b.ReportMetric(d, src+"-stmts/s")
-		}
-		b.ReportMetric(total, "round-trips/s")
+	if s1, ok := idleStatements(ctx, admin, name, ""); ok && haveStatements {
+		reportIdleStatements(b, "", s0, s1, elapsed)
 		if testing.Verbose() {
-			logIdleStatements(ctx, b, admin, name, elapsed)
+			logIdleStatements(ctx, b, admin, name, "")
 		}
+		idleFollower(ctx, b, admin, u, name)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// idleFollower starts a second replica on the database, connecting as a
+// new role, and reports its statements per second by source, prefixed
+// "follower-".
+func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name string) {
+	role := "sb_idle_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN SUPERUSER`); err != nil {
+		b.Fatal(err)
+	}
+	// Registered before the replica's stop, so it runs after it.
+	b.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
+	fu := *u
+	fu.User = url.User(role)
+	startServer(b, testConfig(b, fu.String()))
+	time.Sleep(10 * time.Second) // settle, as above
+	s0, _ := idleStatements(ctx, admin, name, role)
+	start := time.Now()
+	time.Sleep(60 * time.Second)
+	elapsed := time.Since(start).Seconds()
+	s1, ok := idleStatements(ctx, admin, name, role)
+	if !ok {
+		b.Fatal("follower statements unreadable")
+	}
+	reportIdleStatements(b, "follower-", s0, s1, elapsed)
+	if testing.Verbose() {
+		logIdleStatements(ctx, b, admin, name, role)
+	}
+}
+
+// reportIdleStatements reports the statements per second by source between
+// two readings, and their sum as round-trips/s, each name after prefix.
+func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]int64, elapsed float64) {
+	total := 0.0
+	for _, src := range append(idleSourceNames(), "other") {
+		d := float64(s1[src]-s0[src]) / elapsed
+		total += d
+		b.ReportMetric(d, prefix+src+"-stmts/s")
+	}
+	b.ReportMetric(total, prefix+"round-trips/s")
+}
+
+func idleSourceNames() []string {
+	names := make([]string, len(idleSources))
+	for i, s := range idleSources {
+		names[i] = s.name
+	}
+	return names
 }
 
 // idleXacts is the transactions committed and rolled back in database name.
@@ -99,12 +147,13 @@ func idleXacts(b *testing.B, admin *pgx.Conn, name string) int64 {
 	return n
 }
 
-// idleStatements is the statements run in database name by source, when
-// pg_stat_statements can say.
-func idleStatements(ctx context.Context, admin *pgx.Conn, name string) (map[string]int64, bool) {
+// idleStatements is the statements run in database name (by role, unless
+// "") by source, when pg_stat_statements can say.
+func idleStatements(ctx context.Context, admin *pgx.Conn, name, role string) (map[string]int64, bool) {
 	rows, err := admin.Query(ctx, `
 		SELECT s.query, s.calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-		WHERE d.datname = $1`, name)
+		JOIN pg_roles r ON r.oid = s.userid
+		WHERE d.datname = $1 AND ($2 = '' OR r.rolname = $2)`, name, role)
 	if err != nil {
 		return nil, false
 	}
@@ -130,14 +179,14 @@ func idleSource(query string) string {
 	return "other"
 }
 
-// logIdleStatements logs every statement of database name with its calls
-// per second over elapsed (cumulative since the database was made; the
-// settle period is short beside the idle one), most frequent first: with
-// -v, where each source's figure comes from.
-func logIdleStatements(ctx context.Context, b *testing.B, admin *pgx.Conn, name string, elapsed float64) {
+// logIdleStatements logs every statement of database name (by role,
+// unless "") with its calls since the database was made, most frequent
+// first: with -v, where each source's figure comes from.
+func logIdleStatements(ctx context.Context, b *testing.B, admin *pgx.Conn, name, role string) {
 	rows, err := admin.Query(ctx, `
 		SELECT s.calls, regexp_replace(left(s.query, 160), '\s+', ' ', 'g') FROM pg_stat_statements s
-		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.calls DESC LIMIT 25`, name)
+		JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid
+		WHERE d.datname = $1 AND ($2 = '' OR r.rolname = $2) ORDER BY s.calls DESC LIMIT 25`, name, role)
 	if err != nil {
 		b.Logf("statements: %v", err)
 		return
@@ -147,7 +196,7 @@ func logIdleStatements(ctx context.Context, b *testing.B, admin *pgx.Conn, name 
 		var calls int64
 		var q string
 		if rows.Scan(&calls, &q) == nil {
-			b.Logf("%6d calls  %-15s %s", calls, idleSource(q), q)
+			b.Logf("%s%6d calls  %-15s %s", role, calls, idleSource(q), q)
 		}
 	}
 }
