@@ -35,7 +35,7 @@ type BusOptions struct {
 	NodeID string
 	// Hub is what the bus delivers to this replica's sockets through (a
 	// *Hub). Nil on worker-only replicas: the bus then publishes but does
-	// not LISTEN.
+	// not LISTEN on Channel (only on the channels of Notices, if any).
 	Hub      deliverer
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
