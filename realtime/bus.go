@@ -199,9 +199,9 @@ func NewBus(opts BusOptions) *Bus {
 // NodeID is the id notifications from this node carry.
 func (b *Bus) NodeID() string { return b.opts.NodeID }
 
-// Start runs the publisher and, when the bus has a hub, the LISTEN
-// connection; it returns once LISTEN is established, or fails (and stops
-// again) when ctx ends first. A second Start is refused
+// Start runs the publisher and, when the bus has a hub or notices, the
+// LISTEN connection; with a hub it returns once LISTEN is established, or
+// fails (and stops again) when ctx ends first. A second Start is refused
 // (startstop.ErrStarted).
 func (b *Bus) Start(ctx context.Context) error {
 	runCtx, err := b.base.Begin(ctx)
@@ -220,6 +220,11 @@ func (b *Bus) Start(ctx context.Context) error {
 		loop = b.pollLoop
 	}
 	b.base.Go(func() { loop(runCtx, up) })
+	if b.hub == nil {
+		// Only notices are heard here; until LISTEN is up their callers
+		// poll (Listening), so a replica starts without waiting for it.
+		return nil
+	}
 	select {
 	case <-up:
 		return nil

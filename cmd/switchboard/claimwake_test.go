@@ -52,9 +52,7 @@ func TestTaskCreatedElsewhereWakesTheClaimLoop(t *testing.T) {
 	workerCfg := testConfig(t, dbURL)
 	workerCfg.Roles, workerCfg.ClaimIdlePoll = []string{config.RoleWorker}, time.Hour
 	worker := startServer(t, workerCfg)
-	if !worker.bus.Listening() {
-		t.Fatal("the worker-only replica does not LISTEN for task changes")
-	}
+	testwait.For(t, 10*time.Second, "the worker-only replica to LISTEN for task changes", worker.bus.Listening)
 	due := func() float64 { return metric(t, worker, "switchboard_tasks_due", "") }
 	testwait.For(t, 15*time.Second, "the worker to see the held task due", func() bool { return due() == 1 })
 	if _, err := tx.Exec(ctx, `DELETE FROM tasks WHERE id = $1`, held); err != nil {
