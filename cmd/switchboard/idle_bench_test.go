@@ -47,6 +47,10 @@ var idleSources = []struct {
 //	go test -run '^$' -bench IdleReplica -benchtime 1x ./cmd/switchboard/
 func BenchmarkIdleReplica(b *testing.B) {
 	ctx := context.Background()
+	// The follower's role, dropped last: after its database (it owns
+	// what it made there).
+	role := "sb_idle_" + uuid.NewString()[:8]
+	b.Cleanup(func() { dropIdleRole(b, role) })
 	dbURL := dbtest.NewDatabaseURL(b)
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -86,7 +90,7 @@ func BenchmarkIdleReplica(b *testing.B) {
 		if testing.Verbose() {
 			logIdleStatements(ctx, b, admin, name, "")
 		}
-		idleFollower(ctx, b, admin, u, name)
+		idleFollower(ctx, b, admin, u, name, role)
 	}
 	b.ReportMetric(0, "ns/op")
 }
@@ -94,13 +98,10 @@ func BenchmarkIdleReplica(b *testing.B) {
 // idleFollower starts a second replica on the database, connecting as a
 // new role, and reports its statements per second by source, prefixed
 // "follower-".
-func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name string) {
-	role := "sb_idle_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name, role string) {
 	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN SUPERUSER`); err != nil {
 		b.Fatal(err)
 	}
-	// Registered before the replica's stop, so it runs after it.
-	b.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
 	fu := *u
 	fu.User = url.User(role)
 	startServer(b, testConfig(b, fu.String()))
@@ -116,6 +117,20 @@ func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL
 	reportIdleStatements(b, "follower-", s0, s1, d0, d1, elapsed)
 	if testing.Verbose() {
 		logIdleStatements(ctx, b, admin, name, role)
+	}
+}
+
+// dropIdleRole drops the follower's role, if it was made.
+func dropIdleRole(b *testing.B, role string) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dbtest.AdminURL(b))
+	if err != nil {
+		b.Logf("drop role %s: %v", role, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `DROP ROLE IF EXISTS `+role); err != nil {
+		b.Logf("drop role %s: %v", role, err)
 	}
 }
 
