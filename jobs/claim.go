@@ -33,8 +33,17 @@ type ClaimerOptions struct {
 	// lasts (a claim filled its batch); default 4. Each locks its own
 	// tasks (SKIP LOCKED), as the claims of separate replicas do.
 	Parallel int
-	// MaxSleep is the longest the loop sleeps between claims; default 1s.
+	// MaxSleep is the longest the loop sleeps between claims while no
+	// notice can wake it (Listening is nil or false); default 1s.
 	MaxSleep time.Duration
+	// IdlePoll is the longest it sleeps while Listening reports true: a
+	// task created or made due sooner on any replica wakes it (Notify, on
+	// the TasksChannel notice), so the poll is only a safety net. Default
+	// 30s; never shorter than MaxSleep.
+	IdlePoll time.Duration
+	// Listening reports whether Notify hears every replica's task changes
+	// (TasksChannel is LISTENed); nil: it does not.
+	Listening func() bool
 	// StartJitter spreads replicas' first claims over [0, StartJitter);
 	// default 500ms.
 	StartJitter time.Duration
@@ -78,6 +87,7 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.BatchSize = cmp.Or(opts.BatchSize, 100)
 	opts.Parallel = max(cmp.Or(opts.Parallel, 4), 1)
 	opts.MaxSleep = cmp.Or(opts.MaxSleep, time.Second)
+	opts.IdlePoll = max(cmp.Or(opts.IdlePoll, 30*time.Second), opts.MaxSleep)
 	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
 	opts.Lead = min(max(opts.Lead, 0), MaxLead)
@@ -116,6 +126,11 @@ func (c *Claimer) SetPaused(p bool) {
 // Paused reports whether claiming is paused.
 func (c *Claimer) Paused() bool { return c.paused.Load() }
 
+// TasksChannel is the NOTIFY channel on which a task's insert or update
+// that makes it due sooner rings every replica at commit (a trigger,
+// migrations/00013): wire it to Notify.
+const TasksChannel = "switchboard_tasks"
+
 // Notify wakes the loop early: a task was created or its schedule changed.
 func (c *Claimer) Notify() {
 	select {
@@ -142,14 +157,15 @@ func (c *Claimer) loop(ctx context.Context) {
 }
 
 // round claims until no full batch remains and returns how long to sleep
-// (until the earliest due tick, at most MaxSleep) and whether to claim
-// when it ends. A round that woke with nothing known to be due (MaxSleep
-// passed) first asks whether anything is: on an idle replica that one
-// statement is the whole round, instead of a claim transaction and then
-// the question. A round woken for a due tick, or by Notify, claims at once.
+// (until the earliest due tick, at most the idle poll) and whether to
+// claim when it ends. A round that woke with nothing known to be due (the
+// idle poll passed) first asks whether anything is: on an idle replica
+// that one statement is the whole round, instead of a claim transaction
+// and then the question. A round woken for a due tick, or by Notify,
+// claims at once.
 func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 	if c.Paused() {
-		return c.opts.MaxSleep, false
+		return c.idlePoll(), false
 	}
 	if !claim {
 		next, ok := c.untilNext(ctx)
@@ -188,16 +204,25 @@ func (c *Claimer) untilNext(ctx context.Context) (time.Duration, bool) {
 // sleepUntil turns the time until the next tick into the loop's sleep and
 // whether to claim when it ends.
 func (c *Claimer) sleepUntil(next time.Duration, ok bool) (time.Duration, bool) {
-	switch {
+	switch poll := c.idlePoll(); {
 	case !ok:
 		return c.opts.MaxSleep, true
 	case next <= 0:
 		// Due but locked by another claimer's transaction: look again soon.
 		return 20 * time.Millisecond, true
-	case next > c.opts.MaxSleep:
-		return c.opts.MaxSleep, false
+	case next > poll:
+		return poll, false
 	}
 	return next + time.Millisecond, true
+}
+
+// idlePoll is the longest sleep now: IdlePoll while every replica's task
+// changes wake the loop, else MaxSleep.
+func (c *Claimer) idlePoll() time.Duration {
+	if c.opts.Listening != nil && c.opts.Listening() {
+		return c.opts.IdlePoll
+	}
+	return c.opts.MaxSleep
 }
 
 // claimBatch runs one claim; full: it filled its batch (more may be due).

@@ -23,6 +23,25 @@ func TestIdleRound(t *testing.T) {
 			t.Fatalf("idle round: %d round trips, sleep %v, claim next %v; want 1, %v, false", n, wait, claim, c.opts.MaxSleep)
 		}
 	})
+	t.Run("listening: nothing due sleeps the idle poll, a known tick is slept until", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		later := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
+		b.dueAt(t, later.ID, time.Now().Add(time.Hour))
+		listening := true
+		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, IdlePoll: 40 * time.Second, Listening: func() bool { return listening }})
+		if wait, claim := c.round(ctx, false); wait != 40*time.Second || claim {
+			t.Fatalf("idle round while listening: sleep %v, claim next %v; want 40s, false", wait, claim)
+		}
+		b.dueAt(t, later.ID, time.Now().Add(20*time.Second))
+		if wait, claim := c.round(ctx, false); !claim || wait > 20*time.Second+2*time.Millisecond || wait < 19*time.Second {
+			t.Fatalf("round before a tick within the idle poll: sleep %v, claim next %v; want about 20s, true", wait, claim)
+		}
+		listening = false // LISTEN lost: notices may be missed, poll every MaxSleep
+		if wait, claim := c.round(ctx, false); wait != c.opts.MaxSleep || claim {
+			t.Fatalf("round while not listening: sleep %v, claim next %v; want %v, false", wait, claim, c.opts.MaxSleep)
+		}
+	})
 	t.Run("a tick due within MaxSleep is claimed when the loop wakes for it", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -35,7 +35,7 @@ type BusOptions struct {
 	NodeID string
 	// Hub is what the bus delivers to this replica's sockets through (a
 	// *Hub). Nil on worker-only replicas: the bus then publishes but does
-	// not LISTEN.
+	// not LISTEN on Channel (only on the channels of Notices, if any).
 	Hub      deliverer
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
@@ -49,6 +49,13 @@ type BusOptions struct {
 	PollOnly bool
 	// PollInterval of poll-only mode; default 1 s.
 	PollInterval time.Duration
+	// Notices are further NOTIFY channels the LISTEN connection hears,
+	// each with what to call when a notification arrives on it, and also
+	// when LISTEN is established or lost (one may have been missed: the
+	// caller looks for itself). With notices the bus LISTENs on a replica
+	// without a hub too (a worker-only one), on those channels only.
+	// Poll-only, none is heard; Listening reports which.
+	Notices map[string]func()
 	// IdlePing: ping the LISTEN connection after this long without a
 	// notification; default 5 s.
 	IdlePing time.Duration
@@ -192,9 +199,9 @@ func NewBus(opts BusOptions) *Bus {
 // NodeID is the id notifications from this node carry.
 func (b *Bus) NodeID() string { return b.opts.NodeID }
 
-// Start runs the publisher and, when the bus has a hub, the LISTEN
-// connection; it returns once LISTEN is established, or fails (and stops
-// again) when ctx ends first. A second Start is refused
+// Start runs the publisher and, when the bus has a hub or notices, the
+// LISTEN connection; with a hub it returns once LISTEN is established, or
+// fails (and stops again) when ctx ends first. A second Start is refused
 // (startstop.ErrStarted).
 func (b *Bus) Start(ctx context.Context) error {
 	runCtx, err := b.base.Begin(ctx)
@@ -204,7 +211,7 @@ func (b *Bus) Start(ctx context.Context) error {
 	stopping := b.base.Stopping()
 	b.base.Go(func() { b.appendLoop(b.giveUpAfterStop(stopping, b.appendsDone)) })
 	b.base.Go(b.publishLoop)
-	if b.hub == nil {
+	if b.hub == nil && (len(b.opts.Notices) == 0 || b.opts.PollOnly) {
 		return nil
 	}
 	up := make(chan struct{})
@@ -213,6 +220,11 @@ func (b *Bus) Start(ctx context.Context) error {
 		loop = b.pollLoop
 	}
 	b.base.Go(func() { loop(runCtx, up) })
+	if b.hub == nil {
+		// Only notices are heard here; until LISTEN is up their callers
+		// poll (Listening), so a replica starts without waiting for it.
+		return nil
+	}
 	select {
 	case <-up:
 		return nil

@@ -49,6 +49,25 @@ func (b *Bus) Ready(context.Context) error {
 	return fmt.Errorf("LISTEN connection down for %s: %v", time.Since(s.since).Round(time.Millisecond), s.lastErr)
 }
 
+// Listening reports whether the LISTEN connection is up, so that the
+// notices of BusOptions.Notices are heard (never in poll-only mode).
+func (b *Bus) Listening() bool {
+	if b.opts.PollOnly {
+		return false
+	}
+	b.listen.mu.Lock()
+	defer b.listen.mu.Unlock()
+	return b.listen.up
+}
+
+// ringNotices calls every notice's handler: LISTEN came up or went down,
+// so a notice may have been missed.
+func (b *Bus) ringNotices() {
+	for _, fn := range b.opts.Notices {
+		fn()
+	}
+}
+
 // ListenApplicationName is the application_name of this node's LISTEN
 // connection, as pg_stat_activity shows it.
 func (b *Bus) ListenApplicationName() string { return "switchboard-listen-" + b.opts.NodeID }
@@ -69,6 +88,7 @@ func (b *Bus) listenLoop(ctx context.Context, up chan<- struct{}) {
 		}
 		b.listen.set(false, err)
 		b.metrics.listenUp.Set(0)
+		b.ringNotices()
 		if time.Since(start) > 10*time.Second {
 			delay = minDelay
 		}
@@ -95,22 +115,29 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
-		return fmt.Errorf("listen: %w", err)
+	if err := b.listenChannels(ctx, conn); err != nil {
+		return err
 	}
 	b.listen.set(true, nil)
 	b.metrics.listenUp.Set(1)
 	onUp()
-	// What was appended while this replica was not listening is read now:
-	// from here on every append rings this connection.
-	b.revalidateRooms(ctx) // rooms.go: notices may have been missed
-	b.hub.catchUp()
+	b.ringNotices()
+	if b.hub != nil {
+		// What was appended while this replica was not listening is read
+		// now: from here on every append rings this connection.
+		b.revalidateRooms(ctx) // rooms.go: notices may have been missed
+		b.hub.catchUp()
+	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, b.opts.IdlePing)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if n != nil {
-			b.receive(ctx, conn, n.Payload)
+			if fn, ok := b.opts.Notices[n.Channel]; ok {
+				fn()
+			} else {
+				b.receive(ctx, conn, n.Payload)
+			}
 		}
 		switch {
 		case err == nil:
@@ -127,6 +154,24 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 			return err
 		}
 	}
+}
+
+// listenChannels LISTENs on the bus's channel (with a hub: there are
+// sockets here to deliver to) and on every notice channel.
+func (b *Bus) listenChannels(ctx context.Context, conn *pgx.Conn) error {
+	var channels []string
+	if b.hub != nil {
+		channels = append(channels, Channel)
+	}
+	for ch := range b.opts.Notices {
+		channels = append(channels, ch)
+	}
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return fmt.Errorf("listen %s: %w", ch, err)
+		}
+	}
+	return nil
 }
 
 // receive handles one notification from another node: it skips its own and

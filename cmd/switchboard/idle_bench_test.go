@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"net/url"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -34,11 +36,21 @@ var idleSources = []struct {
 // database). Where the server has pg_stat_statements loaded (point
 // TEST_DATABASE_URL at one started with
 // shared_preload_libraries=pg_stat_statements) it also counts statements,
-// BEGIN and COMMIT included, which is the round trips, by source.
+// BEGIN and COMMIT included, which is the round trips, by source. That
+// replica is River's leader; a second one (the same wiring, connecting as
+// a role of its own so that its statements count apart) then starts on
+// the same database, settles for 10 s, and its statements over 60 s are
+// the follower-… figures: what each further replica costs. On a shared
+// server whose pg_stat_statements fills up, evicted entries make the
+// figures lower bounds; pgss-deallocs counts the evictions meanwhile.
 //
 //	go test -run '^$' -bench IdleReplica -benchtime 1x ./cmd/switchboard/
 func BenchmarkIdleReplica(b *testing.B) {
 	ctx := context.Background()
+	// The follower's role, dropped last: after its database (it owns
+	// what it made there).
+	role := "sb_idle_" + uuid.NewString()[:8]
+	b.Cleanup(func() { dropIdleRole(b, role) })
 	dbURL := dbtest.NewDatabaseURL(b)
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -62,23 +74,98 @@ func BenchmarkIdleReplica(b *testing.B) {
 	startServer(b, testConfig(b, dbURL))
 	time.Sleep(10 * time.Second) // settle: an interval to wait out, not an event
 	x0 := idleXacts(b, admin, name)
-	s0, haveStatements := idleStatements(ctx, admin, name)
+	s0, d0, err0 := idleStatements(ctx, admin, name, "")
 	const idle = 60 * time.Second
 	start := time.Now()
 	time.Sleep(idle)
 	elapsed := time.Since(start).Seconds()
 	x1 := idleXacts(b, admin, name)
 	b.ReportMetric(float64(x1-x0)/elapsed, "xacts/s")
-	if s1, ok := idleStatements(ctx, admin, name); ok && haveStatements {
-		total := 0.0
-		for src, n := range s1 {
-			d := float64(n-s0[src]) / elapsed
-			total += d
-			b.ReportMetric(d, src+"-stmts/s")
+	s1, d1, err1 := idleStatements(ctx, admin, name, "")
+	if err := cmp.Or(err0, err1); err != nil && preloaded {
+		b.Logf("no statement counts: %v", err)
+	}
+	if err0 == nil && err1 == nil {
+		reportIdleStatements(b, "", s0, s1, d0, d1, elapsed)
+		if testing.Verbose() {
+			logIdleStatements(ctx, b, admin, name, "")
 		}
-		b.ReportMetric(total, "round-trips/s")
+		idleFollower(ctx, b, admin, u, name, role)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// idleFollower starts a second replica on the database, connecting as a
+// new role, and reports its statements per second by source, prefixed
+// "follower-".
+func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name, role string) {
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN SUPERUSER`); err != nil {
+		b.Fatal(err)
+	}
+	fu := *u
+	fu.User = url.User(role)
+	startServer(b, testConfig(b, fu.String()))
+	time.Sleep(10 * time.Second) // settle, as above
+	s0, d0, err0 := idleStatements(ctx, admin, name, role)
+	start := time.Now()
+	time.Sleep(60 * time.Second)
+	elapsed := time.Since(start).Seconds()
+	s1, d1, err1 := idleStatements(ctx, admin, name, role)
+	if err := cmp.Or(err0, err1); err != nil {
+		b.Fatalf("follower statements: %v", err)
+	}
+	reportIdleStatements(b, "follower-", s0, s1, d0, d1, elapsed)
+	if testing.Verbose() {
+		logIdleStatements(ctx, b, admin, name, role)
+	}
+}
+
+// dropIdleRole drops the follower's role, if it was made.
+func dropIdleRole(b *testing.B, role string) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dbtest.AdminURL(b))
+	if err != nil {
+		b.Logf("drop role %s: %v", role, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `DROP ROLE IF EXISTS `+role); err != nil {
+		b.Logf("drop role %s: %v", role, err)
+	}
+}
+
+// reportIdleStatements reports the statements per second by source between
+// two readings, and their sum as round-trips/s, each name after prefix.
+// On a shared server whose pg_stat_statements is full, entries are
+// evicted: one evicted and made again counts from 0 (its calls since),
+// one evicted for good is lost, so the figures are then lower bounds —
+// pgss-deallocs (evictions during the reading, anywhere on the server)
+// says when.
+func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleStatement, d0, d1 int64, elapsed float64) {
+	bySource := map[string]int64{}
+	for key, st := range s1 {
+		n := st.calls - s0[key].calls
+		if n < 0 {
+			n = st.calls
+		}
+		bySource[st.source] += n
+	}
+	total := 0.0
+	for _, src := range append(idleSourceNames(), "other") {
+		d := float64(bySource[src]) / elapsed
+		total += d
+		b.ReportMetric(d, prefix+src+"-stmts/s")
+	}
+	b.ReportMetric(total, prefix+"round-trips/s")
+	b.ReportMetric(float64(d1-d0), prefix+"pgss-deallocs")
+}
+
+func idleSourceNames() []string {
+	names := make([]string, len(idleSources))
+	for i, s := range idleSources {
+		names[i] = s.name
+	}
+	return names
 }
 
 // idleXacts is the transactions committed and rolled back in database name.
@@ -96,26 +183,40 @@ func idleXacts(b *testing.B, admin *pgx.Conn, name string) int64 {
 	return n
 }
 
-// idleStatements is the statements run in database name by source, when
-// pg_stat_statements can say.
-func idleStatements(ctx context.Context, admin *pgx.Conn, name string) (map[string]int64, bool) {
+// idleStatement is one pg_stat_statements entry: its source and calls.
+type idleStatement struct {
+	source string
+	calls  int64
+}
+
+// idleStatements is the statements run in database name (by role, unless
+// "") by entry, when pg_stat_statements can say; dealloc is how many times
+// the server evicted entries so far (pg_stat_statements.max filled); an
+// error where it cannot say.
+// (A query text pg_stat_statements could not keep reads as NULL: "other".)
+func idleStatements(ctx context.Context, admin *pgx.Conn, name, role string) (stmts map[string]idleStatement, dealloc int64, err error) {
+	if err := admin.QueryRow(ctx, `SELECT dealloc FROM pg_stat_statements_info`).Scan(&dealloc); err != nil {
+		return nil, 0, err
+	}
 	rows, err := admin.Query(ctx, `
-		SELECT s.query, s.calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-		WHERE d.datname = $1`, name)
+		SELECT s.userid::text || '/' || s.queryid::text || '/' || s.toplevel::text, coalesce(s.query, ''), s.calls
+		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+		JOIN pg_roles r ON r.oid = s.userid
+		WHERE d.datname = $1 AND ($2 = '' OR r.rolname = $2)`, name, role)
 	if err != nil {
-		return nil, false
+		return nil, 0, err
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]idleStatement{}
 	for rows.Next() {
-		var q string
+		var key, q string
 		var calls int64
-		if rows.Scan(&q, &calls) != nil {
-			return nil, false
+		if err := rows.Scan(&key, &q, &calls); err != nil {
+			return nil, 0, err
 		}
-		out[idleSource(q)] += calls
+		out[key] = idleStatement{source: idleSource(q), calls: calls}
 	}
-	return out, rows.Err() == nil
+	return out, dealloc, rows.Err()
 }
 
 func idleSource(query string) string {
@@ -125,4 +226,26 @@ func idleSource(query string) string {
 		}
 	}
 	return "other"
+}
+
+// logIdleStatements logs every statement of database name (by role,
+// unless "") with its calls since the database was made, most frequent
+// first: with -v, where each source's figure comes from.
+func logIdleStatements(ctx context.Context, b *testing.B, admin *pgx.Conn, name, role string) {
+	rows, err := admin.Query(ctx, `
+		SELECT s.calls, coalesce(regexp_replace(left(s.query, 160), '\s+', ' ', 'g'), '') FROM pg_stat_statements s
+		JOIN pg_database d ON d.oid = s.dbid JOIN pg_roles r ON r.oid = s.userid
+		WHERE d.datname = $1 AND ($2 = '' OR r.rolname = $2) ORDER BY s.calls DESC LIMIT 25`, name, role)
+	if err != nil {
+		b.Logf("statements: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var calls int64
+		var q string
+		if rows.Scan(&calls, &q) == nil {
+			b.Logf("%s%6d calls  %-15s %s", role, calls, idleSource(q), q)
+		}
+	}
 }

@@ -48,7 +48,8 @@ func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
 	if a.cfg.HasRole(config.RoleWorker) {
 		s.claimer = jobs.NewClaimer(jobs.ClaimerOptions{
 			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Publisher: a.bus,
-			Lead: a.cfg.ClaimLead,
+			Lead:     a.cfg.ClaimLead,
+			IdlePoll: a.cfg.ClaimIdlePoll, Listening: a.bus.Listening,
 		})
 	}
 	if a.cfg.HasRole(config.RoleWeb) {

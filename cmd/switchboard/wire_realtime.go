@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/config"
+	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 )
@@ -23,11 +24,26 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 	}
 	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
 		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
-		ListenConfig: a.listenConfig(), PollOnly: a.cfg.PollOnly(), TracerProvider: a.tracing.TracerProvider()})
+		ListenConfig: a.listenConfig(), PollOnly: a.cfg.PollOnly(), TracerProvider: a.tracing.TracerProvider(),
+		Notices: a.notices()})
 	if hub != nil {
 		hub.PublishThrough(bus)
 	}
 	return hub, bus
+}
+
+// notices: on worker replicas, the bus's LISTEN connection also hears
+// every replica's task changes and wakes the claim loop (made later, in
+// newScheduling), whose idle poll is then long.
+func (a *app) notices() map[string]func() {
+	if !a.cfg.HasRole(config.RoleWorker) {
+		return nil
+	}
+	return map[string]func(){jobs.TasksChannel: func() {
+		if a.jobs.claimer != nil {
+			a.jobs.claimer.Notify()
+		}
+	}}
 }
 
 // newPresence makes, on web replicas, the tracker of who is in which room

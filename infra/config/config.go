@@ -50,6 +50,7 @@ type Config struct {
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
 	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
+	ClaimIdlePoll    time.Duration `envconfig:"SWITCHBOARD_CLAIM_IDLE_POLL" default:"30s" desc:"longest a worker replica's claim loop waits before it looks for due tasks again while its LISTEN connection is up (1s-1h); a task created or made due sooner on any replica wakes every claim loop at once, and each wakes for the earliest tick it knows; poll-only or with LISTEN down it looks every second"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -229,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClaimLead < 0 || c.ClaimLead > 5*time.Second {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_CLAIM_LEAD: %s is outside 0-5s", c.ClaimLead))
+	}
+	if c.ClaimIdlePoll != 0 && (c.ClaimIdlePoll < time.Second || c.ClaimIdlePoll > time.Hour) {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_CLAIM_IDLE_POLL: %s is outside 1s-1h", c.ClaimIdlePoll))
 	}
 	if c.RunRetention != 0 && c.RunRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))

@@ -55,6 +55,9 @@ func TestValidate(t *testing.T) {
 		{"claim lead too long", func(c *Config) { c.ClaimLead = 6 * time.Second }, "SWITCHBOARD_CLAIM_LEAD"},
 		{"negative claim lead", func(c *Config) { c.ClaimLead = -time.Second }, "SWITCHBOARD_CLAIM_LEAD"},
 		{"negative stream retention", func(c *Config) { c.StreamMaxAge = -time.Hour }, "SWITCHBOARD_STREAM_MAX_AGE"},
+		{"claim idle poll under a second", func(c *Config) { c.ClaimIdlePoll = 500 * time.Millisecond }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
+		{"claim idle poll over an hour", func(c *Config) { c.ClaimIdlePoll = 2 * time.Hour }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
+		{"claim idle poll of a minute", func(c *Config) { c.ClaimIdlePoll = time.Minute }, ""},
 		{"transaction pooling", func(c *Config) {
 			c.DatabaseURL, c.DatabasePooling, c.ListenURL = "postgres://bouncer/x", " Transaction ", "postgres://db/x"
 			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
