@@ -45,7 +45,7 @@ type Config struct {
 	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
-	RunWorkers       int           `envconfig:"SWITCHBOARD_RUN_WORKERS" default:"400" desc:"task runs one worker replica works at once (1-10000); their run-state writes are batched (about 4 connections for all of them), so the pool (pool_max_conns in DATABASE_URL, default 25) need not grow with this"`
+	RunWorkers       int           `envconfig:"SWITCHBOARD_RUN_WORKERS" default:"1000" desc:"task runs one worker replica works at once (1-10000); their run-state writes are batched (about 4 connections for all of them), so the pool (pool_max_conns in DATABASE_URL, default 25) need not grow with this"`
 	ClaimLead        time.Duration `envconfig:"SWITCHBOARD_CLAIM_LEAD" default:"500ms" desc:"how long before its tick a task with overlap allow may be claimed (0-5s; 0: at the tick); the run still starts at its tick, and a burst of ticks due at once is claimed before it comes"`
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`

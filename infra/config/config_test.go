@@ -164,7 +164,7 @@ func TestLoadDefaults(t *testing.T) {
 	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if c.RunWorkers != 400 {
+	if c.RunWorkers != 1000 {
 		t.Fatalf("run workers: %d", c.RunWorkers)
 	}
 	if c.ClaimLead != 500*time.Millisecond {
