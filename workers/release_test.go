@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,11 +137,11 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.start(t)
-	// The loop claimed the due tick: it has read what there is and sleeps
-	// for the idle poll (an hour).
-	testwait.For(t, 20*time.Second, "the claim loop's first round", func() bool {
+	// The loop claimed the due tick and, once its run finished, has long
+	// read what there is: it sleeps for the idle poll (an hour).
+	testwait.For(t, 20*time.Second, "the claim loop's first tick to run", func() bool {
 		var n int
-		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1`, task.ID).Scan(&n) == nil && n == 1
+		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, task.ID).Scan(&n) == nil && n == 1
 	})
 	web, err := NewRiver(RiverOptions{Pool: b.pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
 	if err != nil {
@@ -194,6 +195,8 @@ func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 			<-release
 		}
 	})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // before the server's Close waits for the handler
 	one := 1
 	task := b.task(t, webhook(hook.URL), func(t *jobs.Task) { t.Overlap = jobs.OverlapAllow; t.MaxConcurrency = &one })
 	b.start(t)
@@ -206,7 +209,7 @@ func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 			second.ID).Scan(&snoozes)
 		return err == nil && snoozes >= 2
 	})
-	close(release)
+	free()
 	done := b.waitRun(t, first.ID, 20*time.Second)
 	started := b.startedAt(t, second.ID)
 	t.Logf("second run started %v after the first finished (SlotWait %v)", started.Sub(*done.FinishedAt), SlotWait)
