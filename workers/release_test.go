@@ -79,12 +79,24 @@ func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
 	return &releaseBundle{testBundle: &testBundle{pool: pool, river: client, owner: dbtest.User(t, pool, nil).ID}, claimer: c}
 }
 
+// start starts the claim loop and returns once it has read what there is
+// and sleeps for its idle poll (an hour): it claimed a tick due now, whose
+// run then finished (the loop asks once more right after its claim).
 func (b *releaseBundle) start(t *testing.T) {
 	t.Helper()
-	if err := b.claimer.Start(context.Background()); err != nil {
+	ctx := context.Background()
+	tick := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "tick"})
+	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET next_run_at = now() WHERE id = $1`, tick.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.claimer.Stop)
+	testwait.For(t, 20*time.Second, "the claim loop's tick to run", func() bool {
+		var n int
+		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, tick.ID).Scan(&n) == nil && n == 1
+	})
 }
 
 // listen wakes the claim loop on every TasksChannel notice, as the bus does.
@@ -131,18 +143,9 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newReleaseBundle(t, time.Second)
-	b.listen(t)
-	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "tick"}, func(t *jobs.Task) { t.Overlap = jobs.OverlapAllow })
-	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET next_run_at = now() WHERE id = $1`, task.ID); err != nil {
-		t.Fatal(err)
-	}
+	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "later"})
 	b.start(t)
-	// The loop claimed the due tick and, once its run finished, has long
-	// read what there is: it sleeps for the idle poll (an hour).
-	testwait.For(t, 20*time.Second, "the claim loop's first tick to run", func() bool {
-		var n int
-		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, task.ID).Scan(&n) == nil && n == 1
-	})
+	b.listen(t)
 	web, err := NewRiver(RiverOptions{Pool: b.pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
