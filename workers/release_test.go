@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
@@ -65,6 +67,10 @@ func (l *lateReleaser) ReleaseAt(t time.Time) {
 type releaseBundle struct {
 	*testBundle
 	claimer *jobs.Claimer
+	// web inserts like a web-only replica: its own client, whose insert
+	// notifications River's per-client limiter (FetchCooldown) does not
+	// fold into the worker's claim notifications.
+	web *river.Client[pgx.Tx]
 }
 
 func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
@@ -76,7 +82,11 @@ func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
 	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), StartJitter: time.Millisecond,
 		IdlePoll: time.Hour, Listening: func() bool { return true }})
 	rel.c.Store(c)
-	return &releaseBundle{testBundle: &testBundle{pool: pool, river: client, owner: dbtest.User(t, pool, nil).ID}, claimer: c}
+	web, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web.Client(), owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web.Client()}
 }
 
 // start starts the claim loop and returns once it has read what there is
@@ -146,12 +156,8 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "later"})
 	b.start(t)
 	b.listen(t)
-	web, err := NewRiver(RiverOptions{Pool: b.pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	runAt := time.Now().Add(1500 * time.Millisecond)
-	res, err := jobs.Trigger(ctx, b.pool, web.Client(), jobs.TriggerRequest{OwnerID: b.owner, TaskID: task.ID, RunAt: &runAt})
+	res, err := jobs.Trigger(ctx, b.pool, b.web, jobs.TriggerRequest{OwnerID: b.owner, TaskID: task.ID, RunAt: &runAt})
 	if err != nil {
 		t.Fatal(err)
 	}
