@@ -218,7 +218,7 @@ const noJob = time.Duration(1<<63 - 1)
 // question then finds the release after it.
 func (c *Claimer) sleepUntil(next, job time.Duration, ok bool) (time.Duration, bool) {
 	wait, claim := c.sleepForTick(next, ok)
-	if ok && job > 0 && job+time.Millisecond < wait {
+	if ok && job > 0 && job < wait-time.Millisecond { // (job may be noJob)
 		return job + time.Millisecond, false
 	}
 	return wait, claim
