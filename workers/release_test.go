@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -82,11 +83,18 @@ func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
 	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), StartJitter: time.Millisecond,
 		IdlePoll: time.Hour, Listening: func() bool { return true }})
 	rel.c.Store(c)
+	web := newWebClient(t, pool)
+	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web}
+}
+
+// newWebClient is the River client of a web-only replica.
+func newWebClient(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
+	t.Helper()
 	web, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web.Client(), owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web.Client()}
+	return web.Client()
 }
 
 // start starts the claim loop and returns once it has read what there is
@@ -211,7 +219,12 @@ func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 	b.start(t)
 	first := b.trigger(t, task.ID)
 	testwait.For(t, 20*time.Second, "the first run to call its webhook", func() bool { return len(hook.requests()) == 1 })
-	second := b.trigger(t, task.ID)
+	// Another web replica: River's client sends at most one insert
+	// notification per queue per FetchCooldown (25 ms).
+	second, err := jobs.TriggerRun(context.Background(), b.pool, newWebClient(t, b.pool), b.owner, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	testwait.For(t, 20*time.Second, "the second run to snooze", func() bool {
 		var snoozes int
 		err := b.pool.QueryRow(context.Background(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE args @> jsonb_build_object('run_id', $1::text)`,
