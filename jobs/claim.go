@@ -309,10 +309,12 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		           CASE WHEN $1::interval > '0s' THEN (SELECT min(next_run_at) FROM tasks
 		               WHERE active AND next_run_at IS NOT NULL AND overlap = 'allow') - $1::interval END
 		       ) - now())::float8,
-		       -- why: one index-ordered min per state on River's
+		       -- why: one index-only min per state on River's
 		       -- river_job_prioritized_fetching_index (state, queue, priority,
-		       -- scheduled_at): every run job has queue default, priority 1
-		       -- (runInsertOpts); an IN over the states would read them all.
+		       -- scheduled_at): the default queue holds only run jobs, all of
+		       -- priority 1 (runInsertOpts). An IN over the states, or a kind
+		       -- filter (the planner then takes river_job_kind), would read
+		       -- every matching job.
 		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`)`, lead).
 		Scan(&due, &secs, &at)
 	if err != nil {
@@ -330,7 +332,7 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 // jobMin is dueStats' subquery for the earliest future run job in state.
 func jobMin(state string) string {
 	return `(SELECT min(scheduled_at) FROM river_job WHERE state = '` + state + `' AND queue = 'default'
-		AND priority = 1 AND scheduled_at > now() AND kind = 'task_run')`
+		AND priority = 1 AND scheduled_at > now())`
 }
 
 // claimedTask is a locked due task and the run its tick gets.

@@ -152,12 +152,12 @@ func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
 	return started
 }
 
-// TestDelayedRunStartsAtRunAt: a run delayed by run_at, triggered on a
+// TestDelayedRunReleasedAtRunAt: a run delayed by run_at, triggered on a
 // web-only replica, starts at run_at on a worker that did not insert it
 // and polls once an hour: the trigger's notice wakes the worker's sleeping
 // claim loop, whose idle question finds run_at, and its releaser notifies
 // the producers then.
-func TestDelayedRunStartsAtRunAt(t *testing.T) {
+func TestDelayedRunReleasedAtRunAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := newReleaseBundle(t, time.Second)
