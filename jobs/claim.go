@@ -92,7 +92,7 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
 	opts.Lead = min(max(opts.Lead, 0), MaxLead)
 	c := &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
-	if opts.Lead > 0 {
+	if opts.River != nil {
 		c.release = newReleaser(opts.DB, opts.River.Schema(), opts.Logger)
 	}
 	return c
@@ -168,9 +168,9 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 		return c.idlePoll(), false
 	}
 	if !claim {
-		next, ok := c.untilNext(ctx)
+		next, job, ok := c.untilNext(ctx)
 		if !ok || next > 0 {
-			return c.sleepUntil(next, ok)
+			return c.sleepUntil(next, job, ok)
 		}
 	}
 	full, err := c.claimBatch(ctx)
@@ -184,26 +184,48 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 }
 
 // untilNext reads the backlog into the metrics and returns how long until
-// the earliest due tick (0 or less: due now); ok is false when it could
-// not be read.
-func (c *Claimer) untilNext(ctx context.Context) (time.Duration, bool) {
-	due, next, err := dueStats(ctx, c.opts.DB, c.lead())
+// the earliest due tick (0 or less: due now) and until the earliest run
+// job that becomes fetchable later (see dueStats); ok is false when they
+// could not be read. That job's time, when the loop would sleep past it,
+// is handed to the releaser: the producers are notified at it.
+func (c *Claimer) untilNext(ctx context.Context) (next, job time.Duration, ok bool) {
+	due, next, jobAt, err := dueStats(ctx, c.opts.DB, c.lead())
 	if err != nil {
 		if ctx.Err() == nil {
 			c.opts.Logger.Warn("read due tasks", "error", err)
 		}
-		return 0, false
+		return 0, 0, false
 	}
 	c.opts.Metrics.backlog(due, max(-next, 0))
-	if due > 0 {
-		return min(next, 0), true
+	job = noJob
+	if !jobAt.IsZero() && c.release != nil {
+		if job = time.Until(jobAt); job <= c.idlePoll() {
+			c.release.add([]time.Time{jobAt})
+		}
 	}
-	return next, true
+	if due > 0 {
+		return min(next, 0), job, true
+	}
+	return next, job, true
 }
 
-// sleepUntil turns the time until the next tick into the loop's sleep and
-// whether to claim when it ends.
-func (c *Claimer) sleepUntil(next time.Duration, ok bool) (time.Duration, bool) {
+// noJob is untilNext's job when no run job waits for a later time.
+const noJob = time.Duration(1<<63 - 1)
+
+// sleepUntil turns the time until the next tick and the next job release
+// into the loop's sleep and whether to claim when it ends. A release
+// (registered by untilNext) wakes it just after, without a claim: the
+// question then finds the release after it.
+func (c *Claimer) sleepUntil(next, job time.Duration, ok bool) (time.Duration, bool) {
+	wait, claim := c.sleepForTick(next, ok)
+	if ok && job > 0 && job < wait-time.Millisecond { // (job may be noJob)
+		return job + time.Millisecond, false
+	}
+	return wait, claim
+}
+
+// sleepForTick is sleepUntil for the next tick alone.
+func (c *Claimer) sleepForTick(next time.Duration, ok bool) (time.Duration, bool) {
 	switch poll := c.idlePoll(); {
 	case !ok:
 		return c.opts.MaxSleep, true
@@ -265,13 +287,19 @@ func (c *Claimer) drain(ctx context.Context) bool {
 // DueStats returns how many active tasks are due and how long until the
 // earliest tick (negative: how overdue it is; MaxInt64 without tasks).
 func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, err error) {
-	return dueStats(ctx, q, 0)
+	due, untilNext, _, err = dueStats(ctx, q, 0)
+	return due, untilNext, err
 }
 
-// dueStats is DueStats with untilNext the time until the earliest claim:
-// a tick of an overlap-allow task may be claimed lead ahead of it.
-func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, err error) {
+// dueStats is DueStats with untilNext the time until the earliest claim
+// (a tick of an overlap-allow task may be claimed lead ahead of it), and
+// jobAt the earliest future scheduled_at of a task-run job that waits for
+// it (zero: none): a delayed on-demand run, a tick claimed ahead, a retry
+// or a snooze, whether River holds it available, scheduled or retryable.
+// It is the claim loop's one idle statement.
+func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, jobAt time.Time, err error) {
 	var secs *float64
+	var at *time.Time
 	err = q.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM tasks WHERE active AND next_run_at <= now()),
 		       -- why: two index-ordered mins (tasks_due_idx), the second only
@@ -280,15 +308,31 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		           (SELECT min(next_run_at) FROM tasks WHERE active AND next_run_at IS NOT NULL),
 		           CASE WHEN $1::interval > '0s' THEN (SELECT min(next_run_at) FROM tasks
 		               WHERE active AND next_run_at IS NOT NULL AND overlap = 'allow') - $1::interval END
-		       ) - now())::float8`, lead).
-		Scan(&due, &secs)
+		       ) - now())::float8,
+		       -- why: one index-only min per state on River's
+		       -- river_job_prioritized_fetching_index (state, queue, priority,
+		       -- scheduled_at): the default queue holds only run jobs, all of
+		       -- priority 1 (runInsertOpts). An IN over the states, or a kind
+		       -- filter (the planner then takes river_job_kind), would read
+		       -- every matching job.
+		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`)`, lead).
+		Scan(&due, &secs, &at)
 	if err != nil {
-		return 0, 0, fmt.Errorf("due stats: %w", err)
+		return 0, 0, time.Time{}, fmt.Errorf("due stats: %w", err)
+	}
+	if at != nil {
+		jobAt = *at
 	}
 	if secs == nil {
-		return due, time.Duration(1<<63 - 1), nil
+		return due, time.Duration(1<<63 - 1), jobAt, nil
 	}
-	return due, time.Duration(*secs * float64(time.Second)), nil
+	return due, time.Duration(*secs * float64(time.Second)), jobAt, nil
+}
+
+// jobMin is dueStats' subquery for the earliest future run job in state.
+func jobMin(state string) string {
+	return `(SELECT min(scheduled_at) FROM river_job WHERE state = '` + state + `' AND queue = 'default'
+		AND priority = 1 AND scheduled_at > now())`
 }
 
 // claimedTask is a locked due task and the run its tick gets.

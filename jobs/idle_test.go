@@ -42,6 +42,24 @@ func TestIdleRound(t *testing.T) {
 			t.Fatalf("round while not listening: sleep %v, claim next %v; want %v, false", wait, claim, c.opts.MaxSleep)
 		}
 	})
+	t.Run("a run job due within the idle poll: released then, the loop wakes just after without a claim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		later := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
+		b.dueAt(t, later.ID, time.Now().Add(time.Hour))
+		runAt := time.Now().Add(20 * time.Second)
+		if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{OwnerID: b.owner, TaskID: later.ID, RunAt: &runAt}); err != nil {
+			t.Fatal(err)
+		}
+		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, IdlePoll: 40 * time.Second, Listening: func() bool { return true }})
+		wait, claim := c.round(ctx, false)
+		if claim || wait > 20*time.Second+2*time.Millisecond || wait < 19*time.Second {
+			t.Fatalf("round before a delayed run: sleep %v, claim next %v; want about 20s, false", wait, claim)
+		}
+		if at, ok := c.release.next(); !ok || !at.Equal(runAt.Truncate(time.Microsecond)) {
+			t.Fatalf("releaser holds %v, %v; want run_at %v", at, ok, runAt)
+		}
+	})
 	t.Run("a tick due within MaxSleep is claimed when the loop wakes for it", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

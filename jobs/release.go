@@ -55,7 +55,25 @@ func (ReleaseAtTick) InsertMany(ctx context.Context, params []*rivertype.JobInse
 	return doInner(ctx)
 }
 
-// releaser sends River's insert notification at each tick claimed ahead.
+// releaseShare: release times this close share one notification (a burst
+// of snoozes or retries costs one round trip, not one each).
+const releaseShare = 5 * time.Millisecond
+
+// ReleaseAt has River's producers notified at t, when a task-run job of
+// this node becomes fetchable then (a retry, a snooze): River makes such a
+// job available, or scheduled and released by its scheduler up to 5 s
+// early, without telling the producers, which would find it on their next
+// poll. A time already past is notified at once; without LISTEN nobody
+// hears it and the poll remains.
+func (c *Claimer) ReleaseAt(t time.Time) {
+	if c.release != nil {
+		c.release.add([]time.Time{t})
+	}
+}
+
+// releaser sends River's insert notification at each time a task-run job
+// becomes fetchable: a tick claimed ahead, a delayed run or a retry the
+// claim loop found, a retry or snooze ReleaseAt was told of.
 type releaser struct {
 	db     db.DB
 	schema string
@@ -132,8 +150,9 @@ func (r *releaser) loop(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		// Ticks less than a millisecond apart share one notification.
-		if tick := r.take(time.Now().Add(time.Millisecond)); !tick.IsZero() {
+		// Times less than releaseShare apart share one notification,
+		// sent at the latest of them.
+		if tick := r.take(time.Now().Add(releaseShare)); !tick.IsZero() {
 			r.notify(ctx, tick)
 		}
 	}

@@ -194,16 +194,24 @@ func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRe
 	return run, nil
 }
 
-// enqueueRun inserts the run's River job, due at runAt (nil: now).
+// enqueueRun inserts the run's River job, due at runAt (nil: now). A
+// delayed job goes through ReleaseAtTick: it is inserted available with
+// scheduled_at = run_at (no producer fetches it before), and the
+// TasksChannel notice, sent at commit, wakes every replica's claim loop,
+// whose idle question finds run_at and has the producers notified at it
+// (Claimer.ReleaseAt). A client without the middleware inserts it
+// scheduled: River's scheduler releases it up to 5 s early and the run
+// starts at the first fetch poll after run_at, as in poll-only mode.
 func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
 	opts := runInsertOpts(maxAttempts)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
+		var seen bool
+		ctx = context.WithValue(ctx, releaseKey{}, &seen)
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TasksChannel); err != nil {
+			return fmt.Errorf("trigger run: notify claim loops: %w", err)
+		}
 	}
-	// River's scheduler makes a scheduled job available up to its interval
-	// (5 s) ahead, and its fetch takes a job only once scheduled_at has
-	// passed: the run starts at the first fetch after run_at (River polls
-	// every second on each worker).
 	if _, err := client.InsertTx(ctx, tx, RunArgs{RunID: run.ID, TaskID: run.TaskID}, opts); err != nil {
 		return fmt.Errorf("trigger run: enqueue: %w", err)
 	}

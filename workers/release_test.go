@@ -2,10 +2,16 @@ package workers
 
 import (
 	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
@@ -43,5 +49,193 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	}
 	if started.Before(tick) {
 		t.Fatalf("run started at %v, before its tick %v", started, tick)
+	}
+}
+
+// lateReleaser is the Options.Releaser of a worker whose claimer is made
+// after its River client (as cmd wires it).
+type lateReleaser struct{ c atomic.Pointer[jobs.Claimer] }
+
+func (l *lateReleaser) ReleaseAt(t time.Time) {
+	if c := l.c.Load(); c != nil {
+		c.ReleaseAt(t)
+	}
+}
+
+// releaseBundle is a worker whose River polls once an hour, and its claim
+// loop, which believes it hears every task change (its idle poll is an
+// hour too): what starts a run on time here is a notification.
+type releaseBundle struct {
+	*testBundle
+	claimer *jobs.Claimer
+	// web inserts like a web-only replica: its own client, whose insert
+	// notifications River's per-client limiter (FetchCooldown) does not
+	// fold into the worker's claim notifications.
+	web *river.Client[pgx.Tx]
+}
+
+func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
+	t.Helper()
+	pool := dbtest.NewPool(t)
+	rel := &lateReleaser{}
+	client := startRiver(t, pool, Options{ClientID: uuid.NewString(), DB: pool, Publisher: noopPublisher{}, Releaser: rel,
+		RetryBackoff: func(int) time.Duration { return backoff }, Webhook: WebhookOptions{AllowPrivate: true}}, time.Hour)
+	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), StartJitter: time.Millisecond,
+		IdlePoll: time.Hour, Listening: func() bool { return true }})
+	rel.c.Store(c)
+	web := newWebClient(t, pool)
+	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web}
+}
+
+// newWebClient is the River client of a web-only replica.
+func newWebClient(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
+	t.Helper()
+	web, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return web.Client()
+}
+
+// start starts the claim loop and returns once it has read what there is
+// and sleeps for its idle poll (an hour): it claimed a tick due now, whose
+// run then finished (the loop asks once more right after its claim).
+func (b *releaseBundle) start(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	tick := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "tick"})
+	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET next_run_at = now() WHERE id = $1`, tick.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.claimer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.claimer.Stop)
+	testwait.For(t, 20*time.Second, "the claim loop's tick to run", func() bool {
+		var n int
+		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, tick.ID).Scan(&n) == nil && n == 1
+	})
+}
+
+// listen wakes the claim loop on every TasksChannel notice, as the bus does.
+func (b *releaseBundle) listen(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+jobs.TasksChannel); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+				return
+			}
+			b.claimer.Notify()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; conn.Release() })
+}
+
+// startedAt waits for the run to start and returns when it did.
+func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
+	t.Helper()
+	var started time.Time
+	testwait.For(t, 20*time.Second, "run "+runID+" to start", func() bool {
+		return b.pool.QueryRow(context.Background(), `SELECT started_at FROM task_runs WHERE id = $1 AND started_at IS NOT NULL`, runID).
+			Scan(&started) == nil
+	})
+	return started
+}
+
+// TestDelayedRunReleasedAtRunAt: a run delayed by run_at, triggered on a
+// web-only replica, starts at run_at on a worker that did not insert it
+// and polls once an hour: the trigger's notice wakes the worker's sleeping
+// claim loop, whose idle question finds run_at, and its releaser notifies
+// the producers then.
+func TestDelayedRunReleasedAtRunAt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newReleaseBundle(t, time.Second)
+	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "later"})
+	b.start(t)
+	b.listen(t)
+	runAt := time.Now().Add(1500 * time.Millisecond)
+	res, err := jobs.Trigger(ctx, b.pool, b.web, jobs.TriggerRequest{OwnerID: b.owner, TaskID: task.ID, RunAt: &runAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := b.startedAt(t, res.Run.ID)
+	if started.Before(runAt) {
+		t.Fatalf("run started at %v, before run_at %v", started, runAt)
+	}
+	t.Logf("started %v after run_at", started.Sub(runAt))
+}
+
+// TestRetryStartsAtBackoff: a retry two seconds after a failed attempt
+// starts then on a worker polling once an hour, its claim loop asleep:
+// the worker registered the retry's time with the releaser.
+func TestRetryStartsAtBackoff(t *testing.T) {
+	t.Parallel()
+	b := newReleaseBundle(t, 2*time.Second)
+	hook := newHookServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	task := b.task(t, webhook(hook.URL), func(t *jobs.Task) { t.MaxAttempts = 3 })
+	b.start(t)
+	run := b.trigger(t, task.ID)
+	if got := b.waitRun(t, run.ID, 20*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("run %s after the retry, want succeeded", got.Status)
+	}
+	hits := hook.requests()
+	if len(hits) != 2 || hits[1].at.Sub(hits[0].at) < 2*time.Second {
+		t.Fatalf("%d attempts; want the retry 2 s after the first", len(hits))
+	}
+	t.Logf("retry %v after the first attempt (backoff 2s)", hits[1].at.Sub(hits[0].at))
+}
+
+// TestSnoozedRunStartsWhenSlotFrees: with max_concurrency 1, a second run
+// waits for the slot (snoozes SlotWait at a time) and starts within about
+// SlotWait of the first finishing, on a worker polling once an hour.
+func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
+	t.Parallel()
+	b := newReleaseBundle(t, time.Second)
+	release := make(chan struct{})
+	hook := newHookServer(t, func(n int, _ http.ResponseWriter, _ *http.Request) {
+		if n == 0 {
+			<-release
+		}
+	})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // before the server's Close waits for the handler
+	one := 1
+	task := b.task(t, webhook(hook.URL), func(t *jobs.Task) { t.Overlap = jobs.OverlapAllow; t.MaxConcurrency = &one })
+	b.start(t)
+	first := b.trigger(t, task.ID)
+	testwait.For(t, 20*time.Second, "the first run to call its webhook", func() bool { return len(hook.requests()) == 1 })
+	// Another web replica: River's client sends at most one insert
+	// notification per queue per FetchCooldown (25 ms).
+	second, err := jobs.TriggerRun(context.Background(), b.pool, newWebClient(t, b.pool), b.owner, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 20*time.Second, "the second run to snooze", func() bool {
+		var snoozes int
+		err := b.pool.QueryRow(context.Background(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE args @> jsonb_build_object('run_id', $1::text)`,
+			second.ID).Scan(&snoozes)
+		return err == nil && snoozes >= 2
+	})
+	free()
+	done := b.waitRun(t, first.ID, 20*time.Second)
+	started := b.startedAt(t, second.ID)
+	t.Logf("second run started %v after the first finished (SlotWait %v)", started.Sub(*done.FinishedAt), SlotWait)
+	if got := b.waitRun(t, second.ID, 20*time.Second); got.Status != jobs.StatusSucceeded {
+		t.Fatalf("second run %s, want succeeded", got.Status)
 	}
 }

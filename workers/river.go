@@ -12,9 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // RiverOptions configure a replica's River client; zero values mean
@@ -63,7 +65,10 @@ type River struct {
 // one otherwise.
 func NewRiver(opts RiverOptions) (*River, error) {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river")}
+	// A web-only client inserts delayed runs too (jobs.Trigger): they go
+	// in available at run_at, like the worker's (RiverConfig).
+	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river"),
+		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}}}
 	if opts.Work {
 		wopts := opts.Workers
 		wopts.ClientID, wopts.Logger = cmp.Or(wopts.ClientID, opts.ClientID), cmp.Or(wopts.Logger, logger)

@@ -31,6 +31,7 @@ type runWorker struct {
 	metrics   *jobs.Metrics
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
+	releaser  Releaser // nil: retries and snoozes wait for River's poll
 
 	// retryAt passes a retry time (Retry-After or backoff) from Work to
 	// NextRetry, which River calls right after Work on the same node.
@@ -48,6 +49,18 @@ func DefaultBackoff(attempt int) time.Duration {
 // SlotWait is how long a run that found no free slot (overlap buffer_one
 // or cancel_other, or max_concurrency) waits before it looks again.
 const SlotWait = 500 * time.Millisecond
+
+// snoozeMargin: a snoozed job's release is notified this long after
+// SlotWait, since River reckons the snooze from a moment after Work
+// returns (its scheduled_at must have passed when the producers fetch).
+const snoozeMargin = 20 * time.Millisecond
+
+// release has the producers notified at t (no Releaser: nothing).
+func (w *runWorker) release(t time.Time) {
+	if w.releaser != nil {
+		w.releaser.ReleaseAt(t)
+	}
+}
 
 // RunJobTimeout is River's timeout of a task-run job: room for the longest
 // task timeout; the worker enforces the task's own timeout_seconds on each
@@ -93,6 +106,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	}
 	if errors.Is(err, jobs.ErrNoSlot) {
 		// Wait without spending an attempt: a snooze keeps job.Attempt.
+		w.release(time.Now().Add(SlotWait + snoozeMargin))
 		return river.JobSnooze(SlotWait)
 	}
 	if err != nil {
@@ -160,6 +174,7 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 		w.retryAt.Delete(job.ID)
 		return river.JobCancel(a.err)
 	}
+	w.release(next) // NextRetry gives River this very time
 	return a.err
 }
 

@@ -55,6 +55,10 @@ type Options struct {
 	Metrics *jobs.Metrics
 	// Webhook configures the webhook client and its SSRF guard.
 	Webhook WebhookOptions
+	// Releaser is told when a run's retry or snooze makes its job
+	// fetchable again, to notify the producers then (jobs.Claimer.ReleaseAt);
+	// nil: they find it on their next fetch poll.
+	Releaser Releaser
 	// RetryBackoff is the wait before retry n of a failed run attempt;
 	// default DefaultBackoff. A Retry-After from the target wins if longer.
 	RetryBackoff func(attempt int) time.Duration
@@ -63,6 +67,12 @@ type Options struct {
 	// StreamRetention bounds each realtime stream; zero fields mean the
 	// defaults (1000 events, 24 h).
 	StreamRetention stream.Retention
+}
+
+// Releaser has River's producers notified at a time a job becomes
+// fetchable (jobs.Claimer).
+type Releaser interface {
+	ReleaseAt(t time.Time)
 }
 
 // MaintenancePollInterval is how often the maintenance queue's producer
@@ -131,7 +141,7 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 	}
 	return &runWorker{
 		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
-		logger: logger.With("component", "run_worker"), backoff: backoff,
+		logger: logger.With("component", "run_worker"), backoff: backoff, releaser: opts.Releaser,
 	}
 }
 

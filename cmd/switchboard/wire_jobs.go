@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"riverqueue.com/riverui"
 
@@ -38,6 +39,17 @@ func (a *app) workerOptions() workers.Options {
 		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate(), a.apiKeyRate()),
 		ReapNodes:          a.cluster.Reap,
 		PruneIdempotency:   func(ctx context.Context) (int64, error) { return web.PruneIdempotencyKeys(ctx, a.pool) },
+		Releaser:           laterReleaser{a},
+	}
+}
+
+// laterReleaser hands retry and snooze times to the claim loop's releaser;
+// the workers are made before the claim loop (which needs their client).
+type laterReleaser struct{ a *app }
+
+func (l laterReleaser) ReleaseAt(t time.Time) {
+	if c := l.a.jobs.claimer; c != nil {
+		c.ReleaseAt(t)
 	}
 }
 
