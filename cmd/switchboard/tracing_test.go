@@ -102,7 +102,8 @@ func TestTraceFromRequestToWebhookAndSocket(t *testing.T) {
 	}
 
 	byName := map[string]tracetest.SpanStub{}
-	testwait.For(t, 15*time.Second, "the task.run.succeeded publish span", func() bool {
+	// The job's span ends when Work returns, after the run's last publish.
+	testwait.For(t, 15*time.Second, "the task.run.succeeded publish span and the job's span", func() bool {
 		request, ok := spanNamed(exp, "POST /v1/tasks/{id}/runs")
 		if !ok {
 			return false
@@ -112,8 +113,9 @@ func TestTraceFromRequestToWebhookAndSocket(t *testing.T) {
 				byName[s.Name] = s
 			}
 		}
-		_, ok = byName["realtime.publish task.run.succeeded"]
-		return ok
+		_, published := byName["realtime.publish task.run.succeeded"]
+		_, worked := byName["river.work/task_run"]
+		return published && worked
 	})
 	request := byName["POST /v1/tasks/{id}/runs"]
 	for child, parent := range map[string]string{
