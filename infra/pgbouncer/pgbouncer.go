@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/freeport"
+	"github.com/switchboard/switchboard/infra/pgembed"
 )
 
 // Find returns the pgbouncer binary ($PATH, then /usr/sbin where Debian
@@ -270,21 +270,14 @@ func (b *Bouncer) launch() error {
 	return nil
 }
 
-// account is who PgBouncer runs as: nil (ourselves) unless we are root.
+// account is who PgBouncer runs as: nil (ourselves) unless we are root,
+// the account an embedded postgres would run as otherwise.
 func account() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
+	cred, err := pgembed.Unprivileged()
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer refuses to run as root: %w", err)
 	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
-	}
-	return nil, errors.New("pgbouncer refuses to run as root and neither a postgres nor a nobody account exists")
+	return cred, nil
 }
 
 func (b *Bouncer) waitReady(ctx context.Context, dbname string) error {

@@ -34,6 +34,21 @@ func runAccount() (*account, error) {
 	return nil, fmt.Errorf("running as root and neither a postgres nor a nobody account exists: run as a normal user or set DATABASE_URL")
 }
 
+// Unprivileged is the credential a server that refuses to run as root
+// (postgres, PgBouncer) is started under when we are root: the postgres
+// account, or nobody. nil means "as ourselves" (we are not root).
+func Unprivileged() (*syscall.Credential, error) {
+	acct, err := runAccount()
+	if acct == nil || err != nil {
+		return nil, err
+	}
+	return acct.credential(), nil
+}
+
+func (a *account) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(a.uid), Gid: uint32(a.gid), NoSetGroups: true}
+}
+
 // dataDir picks where pgdata lives. Normally dir/pgdata; when we are root and
 // the postgres account cannot reach dir (e.g. under /root, mode 0700), a
 // directory under /var/lib/switchboard named by dir's hash, recorded in

@@ -11,7 +11,7 @@ func sysProcAttr(acct *account, dieWithParent bool) *syscall.SysProcAttr {
 		a.Pdeathsig = syscall.SIGINT
 	}
 	if acct != nil {
-		a.Credential = &syscall.Credential{Uid: uint32(acct.uid), Gid: uint32(acct.gid), NoSetGroups: true}
+		a.Credential = acct.credential()
 	}
 	return a
 }

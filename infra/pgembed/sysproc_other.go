@@ -9,7 +9,7 @@ import "syscall"
 func sysProcAttr(acct *account, _ bool) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true}
 	if acct != nil {
-		a.Credential = &syscall.Credential{Uid: uint32(acct.uid), Gid: uint32(acct.gid), NoSetGroups: true}
+		a.Credential = acct.credential()
 	}
 	return a
 }
