@@ -64,33 +64,7 @@ func (h *harness) checkPrimarySwitch(ctx context.Context) (figures, error) {
 	if err != nil {
 		return f, errors.Join(append(errs, err)...)
 	}
-	for _, r := range h.cl.replicas {
-		if !r.Running() {
-			errs = append(errs, fmt.Errorf("%s died during the switch: %v", r.Name(), r.ExitErr()))
-		}
-	}
-	if d, err := h.crossReplicaEvent(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("after the switch (LISTEN reconnect): %w", err))
-	} else {
-		f.add("event_r3_to_r1", d)
-	}
-	if h.cron.task != nil {
-		resumed, err := h.waitCronAfter(ctx, up.Add(ready), 10*time.Second)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			f.add("cron_resumed", resumed)
-		}
-		sleepCtx(ctx, 3*time.Second)
-		from := down.Add(-5 * time.Second)
-		if from.Before(h.cron.created) { // run alone (-run): the task is younger
-			from = h.cron.created.Add(tickPeriod)
-		}
-		a, err := h.cronWindow(ctx, from, time.Now().Add(-3*time.Second))
-		if err := addWindow(&f, "", a, err); err != nil {
-			errs = append(errs, err)
-		}
-		f.add("skipped_switch", a.excused)
-	}
+	errs = append(errs, h.afterOutage(ctx, &f, outage{down: down, up: up, ready: ready,
+		during: "during the switch", after: "after the switch", skipped: "skipped_switch"})...)
 	return f, errors.Join(errs...)
 }
