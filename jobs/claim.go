@@ -323,7 +323,9 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 	if at != nil {
 		jobAt = *at
 	}
-	if secs == nil {
+	// A tick more than a century away (or none) is "never" for the loop: a
+	// float that large would overflow the Duration into "due now".
+	if secs == nil || *secs > 100*365*24*3600 {
 		return due, time.Duration(1<<63 - 1), jobAt, nil
 	}
 	return due, time.Duration(*secs * float64(time.Second)), jobAt, nil

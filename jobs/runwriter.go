@@ -131,6 +131,12 @@ func (w *RunWriter) startBatch(ctx context.Context, in []startRequest) []batchRe
 	out := make([]batchResult[RunContext], len(in))
 	for i, r := range in {
 		rc, ok := got[runKey{r.runID, r.attempt}]
+		if db.Transient(err) {
+			// The database is away: the single-run path would fail too;
+			// the caller's retry batches again.
+			out[i].err = fmt.Errorf("start run: %w", err)
+			continue
+		}
 		if err != nil || !ok {
 			out[i].err = errUnbatched
 			continue
@@ -182,6 +188,8 @@ func (w *RunWriter) finishBatch(ctx context.Context, in []finishRequest) []batch
 	out := make([]batchResult[Run], n)
 	for i, r := range in {
 		switch run, ok := got[runKey{r.runID, r.o.Attempt}]; {
+		case db.Transient(err): // as in startBatch
+			out[i].err = fmt.Errorf("finish run attempt: %w", err)
 		case err != nil:
 			out[i].err = errUnbatched
 		case !ok:

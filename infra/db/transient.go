@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -35,7 +36,9 @@ var transientCodes = []string{
 // opposed to the statement failing on its own. A statement that failed
 // transiently is worth repeating if it is idempotent.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	// A deadline is the caller's own (context.DeadlineExceeded is also a
+	// net.Error); a connect timeout still reaches ConnectError below.
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError
@@ -51,8 +54,10 @@ func Transient(err error) bool {
 }
 
 // RetryTransient runs fn until it returns nil or an error that is not
-// Transient, waiting 100 ms after the first failure and twice as long after
-// each next one (at most 2 s), for at most within in all; it also gives up
+// Transient, waiting about 100 ms after the first failure and twice as long
+// after each next one (at most 2 s; each wait drawn from its upper half, so
+// the workers an outage stopped together do not all retry at one instant),
+// for at most within in all; it also gives up
 // when stop is done. It returns fn's last error. fn must be idempotent: a
 // statement whose commit was acknowledged on a connection that then broke
 // runs again.
@@ -61,10 +66,11 @@ func RetryTransient(stop context.Context, within time.Duration, fn func() error)
 	wait := 100 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || !Transient(err) || stop.Err() != nil || time.Now().Add(wait).After(deadline) {
+		sleep := wait/2 + rand.N(wait/2+1)
+		if err == nil || !Transient(err) || stop.Err() != nil || time.Now().Add(sleep).After(deadline) {
 			return err
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(sleep)
 		select {
 		case <-stop.Done():
 			t.Stop()

@@ -49,6 +49,9 @@ func TestTransient(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, canceled := conn.Exec(cancelled, `SELECT 1`)
+	expired, cancelExpired := context.WithTimeout(ctx, time.Millisecond)
+	defer cancelExpired()
+	_, timedOut := conn.Exec(expired, `SELECT pg_sleep(1)`)
 
 	for _, c := range []struct {
 		name string
@@ -63,6 +66,7 @@ func TestTransient(t *testing.T) {
 		{"statement on the terminated connection", afterTerminated, true},
 		{"connection refused", refused, true},
 		{"context cancelled", canceled, false},
+		{"the caller's deadline", timedOut, false},
 	} {
 		if c.want && c.err == nil {
 			t.Fatalf("%s: expected an error", c.name)

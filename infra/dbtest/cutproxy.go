@@ -100,6 +100,9 @@ func (p *CutProxy) serve(client net.Conn) {
 		if server != nil {
 			_ = server.Close()
 		}
+		p.mu.Lock()
+		delete(p.conns, client)
+		p.mu.Unlock()
 		return
 	}
 	var wg sync.WaitGroup
