@@ -51,6 +51,12 @@ type ClaimerOptions struct {
 	// Ticks older than that were missed while no claimer ran: the oldest gets
 	// one run, the rest are counted as skipped. Default 10s.
 	CatchUp time.Duration
+	// Outlook, when set, is told what each of the loop's looks found (the
+	// idle question, and the one after every claim): River's parking
+	// (workers.River.Outlook). It returns how long before the earliest
+	// tick or job it wants to be told again; the loop then looks that much
+	// earlier than it would to claim (0: no earlier).
+	Outlook func(Outlook) time.Duration
 	// Lead is how long before its tick a task with overlap allow may be
 	// claimed (see ReleaseAtTick: the run still starts at its tick, and the
 	// River client must have that middleware). Zero claims every tick once
@@ -71,6 +77,8 @@ type Claimer struct {
 	noLead  atomic.Bool
 	release *releaser
 	wake    chan struct{}
+	look    chan struct{}
+	ahead   time.Duration // the last Outlook's answer (the loop's goroutine only)
 	base    startstop.Base
 
 	schedMu   sync.Mutex
@@ -91,7 +99,7 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
 	opts.Lead = min(max(opts.Lead, 0), MaxLead)
-	c := &Claimer{opts: opts, wake: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
+	c := &Claimer{opts: opts, wake: make(chan struct{}, 1), look: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
 	if opts.River != nil {
 		c.release = newReleaser(opts.DB, opts.River.Schema(), opts.Logger)
 	}
@@ -139,6 +147,30 @@ func (c *Claimer) Notify() {
 	}
 }
 
+// Look has the loop look at once, without claiming, and tell Outlook what
+// it found (one statement).
+func (c *Claimer) Look() {
+	select {
+	case c.look <- struct{}{}:
+	default:
+	}
+}
+
+// Outlook is what a look of the claim loop found, cluster-wide.
+type Outlook struct {
+	// Claim is how long until the earliest tick may be claimed (0 or
+	// less: now; NoWork: no active task has one).
+	Claim time.Duration
+	// Job is how long until the earliest task-run job that waits for a
+	// later time becomes fetchable (NoWork: none waits).
+	Job time.Duration
+	// Available: a task-run job is fetchable now.
+	Available bool
+}
+
+// NoWork is an Outlook duration when there is nothing to wait for.
+const NoWork = time.Duration(1<<63 - 1)
+
 func (c *Claimer) loop(ctx context.Context) {
 	wait, claim := rand.N(c.opts.StartJitter), true
 	for {
@@ -150,6 +182,9 @@ func (c *Claimer) loop(ctx context.Context) {
 		case <-c.wake:
 			t.Stop()
 			claim = true
+		case <-c.look:
+			t.Stop()
+			claim = false
 		case <-t.C:
 		}
 		wait, claim = c.round(ctx, claim)
@@ -189,7 +224,7 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 // could not be read. That job's time, when the loop would sleep past it,
 // is handed to the releaser: the producers are notified at it.
 func (c *Claimer) untilNext(ctx context.Context) (next, job time.Duration, ok bool) {
-	due, next, jobAt, err := dueStats(ctx, c.opts.DB, c.lead())
+	due, next, jobAt, available, err := dueStats(ctx, c.opts.DB, c.lead())
 	if err != nil {
 		if ctx.Err() == nil {
 			c.opts.Logger.Warn("read due tasks", "error", err)
@@ -197,29 +232,45 @@ func (c *Claimer) untilNext(ctx context.Context) (next, job time.Duration, ok bo
 		return 0, 0, false
 	}
 	c.opts.Metrics.backlog(due, max(-next, 0))
-	job = noJob
-	if !jobAt.IsZero() && c.release != nil {
-		if job = time.Until(jobAt); job <= c.idlePoll() {
-			c.release.add([]time.Time{jobAt})
-		}
+	job = NoWork
+	if !jobAt.IsZero() {
+		job = time.Until(jobAt)
 	}
 	if due > 0 {
-		return min(next, 0), job, true
+		next = min(next, 0)
+	}
+	if c.opts.Outlook != nil {
+		c.ahead = c.opts.Outlook(Outlook{Claim: next, Job: job, Available: available})
+	}
+	if c.release == nil {
+		return next, NoWork, true
+	}
+	if job <= c.idlePoll() {
+		c.release.add([]time.Time{jobAt})
 	}
 	return next, job, true
 }
-
-// noJob is untilNext's job when no run job waits for a later time.
-const noJob = time.Duration(1<<63 - 1)
 
 // sleepUntil turns the time until the next tick and the next job release
 // into the loop's sleep and whether to claim when it ends. A release
 // (registered by untilNext) wakes it just after, without a claim: the
 // question then finds the release after it.
+// Outlook asked to be told again ahead of the work: the loop looks (no
+// claim) that long before the tick or the job.
 func (c *Claimer) sleepUntil(next, job time.Duration, ok bool) (time.Duration, bool) {
 	wait, claim := c.sleepForTick(next, ok)
-	if ok && job > 0 && job < wait-time.Millisecond { // (job may be noJob)
-		return job + time.Millisecond, false
+	if !ok {
+		return wait, claim
+	}
+	if job > 0 && job < wait-time.Millisecond { // (job may be NoWork)
+		wait, claim = job+time.Millisecond, false
+	}
+	if a := c.ahead; a > 0 {
+		for _, t := range []time.Duration{next, job} {
+			if early := t - a; early > 0 && early < wait {
+				wait, claim = early, false
+			}
+		}
 	}
 	return wait, claim
 }
@@ -287,7 +338,7 @@ func (c *Claimer) drain(ctx context.Context) bool {
 // DueStats returns how many active tasks are due and how long until the
 // earliest tick (negative: how overdue it is; MaxInt64 without tasks).
 func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, err error) {
-	due, untilNext, _, err = dueStats(ctx, q, 0)
+	due, untilNext, _, _, err = dueStats(ctx, q, 0)
 	return due, untilNext, err
 }
 
@@ -295,9 +346,10 @@ func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, e
 // (a tick of an overlap-allow task may be claimed lead ahead of it), and
 // jobAt the earliest future scheduled_at of a task-run job that waits for
 // it (zero: none): a delayed on-demand run, a tick claimed ahead, a retry
-// or a snooze, whether River holds it available, scheduled or retryable.
-// It is the claim loop's one idle statement.
-func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, jobAt time.Time, err error) {
+// or a snooze, whether River holds it available, scheduled or retryable;
+// available is whether a task-run job is fetchable now. It is the claim
+// loop's one idle statement.
+func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, jobAt time.Time, available bool, err error) {
 	var secs *float64
 	var at *time.Time
 	err = q.QueryRow(ctx, `
@@ -315,10 +367,12 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		       -- priority 1 (runInsertOpts). An IN over the states, or a kind
 		       -- filter (the planner then takes river_job_kind), would read
 		       -- every matching job.
-		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`)`, lead).
-		Scan(&due, &secs, &at)
+		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`),
+		       EXISTS (SELECT 1 FROM river_job WHERE state = 'available' AND queue = 'default'
+		           AND priority = 1 AND scheduled_at <= now())`, lead).
+		Scan(&due, &secs, &at, &available)
 	if err != nil {
-		return 0, 0, time.Time{}, fmt.Errorf("due stats: %w", err)
+		return 0, 0, time.Time{}, false, fmt.Errorf("due stats: %w", err)
 	}
 	if at != nil {
 		jobAt = *at
@@ -326,9 +380,9 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 	// A tick more than a century away (or none) is "never" for the loop: a
 	// float that large would overflow the Duration into "due now".
 	if secs == nil || *secs > 100*365*24*3600 {
-		return due, time.Duration(1<<63 - 1), jobAt, nil
+		return due, NoWork, jobAt, available, nil
 	}
-	return due, time.Duration(*secs * float64(time.Second)), jobAt, nil
+	return due, time.Duration(*secs * float64(time.Second)), jobAt, available, nil
 }
 
 // jobMin is dueStats' subquery for the earliest future run job in state.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,6 +39,7 @@ type RescuedJob struct {
 	Args     []byte
 	State    string
 	DeadNode string
+	Queue    string
 }
 
 // Rescue makes the running jobs of deadNodes available again now (or
@@ -55,6 +57,9 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 	}
 	runs, err := RunsRescued(ctx, tx, rescuedRuns(rescued))
 	if err != nil {
+		return 0, err
+	}
+	if err := notifyRescued(ctx, tx, rescued); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -94,6 +99,29 @@ func rescuedRuns(rescued []RescuedJob) []RescuedRun {
 	return runs
 }
 
+// notifyRescued sends River's insert notification (at commit) for each
+// queue a rescued job became available in, as River's own insert does:
+// the producers fetch them at once, rather than on their next poll, and a
+// parked replica (workers.River) starts again to work them.
+func notifyRescued(ctx context.Context, tx pgx.Tx, rescued []RescuedJob) error {
+	var queues []string
+	for _, j := range rescued {
+		if j.State == "available" && !slices.Contains(queues, j.Queue) {
+			queues = append(queues, j.Queue)
+		}
+	}
+	if len(queues) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		SELECT pg_notify(coalesce(current_schema(), '') || '.river_insert', json_build_object('queue', q)::text)
+		FROM unnest($1::text[]) AS q`, queues)
+	if err != nil {
+		return fmt.Errorf("rescue jobs: notify: %w", err)
+	}
+	return nil
+}
+
 // jobsRescue makes the running jobs last attempted by deadNodes available
 // again at once, and returns them.
 //
@@ -117,13 +145,13 @@ func jobsRescue(ctx context.Context, q db.DB, deadNodes []string, by string) ([]
 				'at', now(), 'attempt', j.attempt, 'trace', '',
 				'error', format('node %s stopped heartbeating while running this job; rescued by node %s', j.attempted_by[array_upper(j.attempted_by, 1)], $2::text)))
 		WHERE j.state = 'running' AND j.attempted_by[array_upper(j.attempted_by, 1)] = ANY($1::text[])
-		RETURNING j.id, j.kind, j.args, j.state::text, j.attempted_by[array_upper(j.attempted_by, 1)]`, deadNodes, by)
+		RETURNING j.id, j.kind, j.args, j.state::text, j.attempted_by[array_upper(j.attempted_by, 1)], j.queue`, deadNodes, by)
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs of dead nodes: %w", err)
 	}
 	rescued, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RescuedJob, error) {
 		var j RescuedJob
-		return j, r.Scan(&j.ID, &j.Kind, &j.Args, &j.State, &j.DeadNode)
+		return j, r.Scan(&j.ID, &j.Kind, &j.Args, &j.State, &j.DeadNode, &j.Queue)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs of dead nodes: %w", err)

@@ -2,9 +2,13 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -79,6 +83,42 @@ func TestNodeJobsRescue(t *testing.T) {
 			if r, err := GetRun(ctx, b.pool, b.owner, id); err != nil || r.Status != want {
 				t.Fatalf("run %s: %+v %v, want %s", id, r, err, want)
 			}
+		}
+	})
+
+	t.Run("a job made available rings River's producers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
+		run, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		if _, err := StartRun(ctx, b.pool, run.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		insertRunningJob(t, b.pool, `{"run_id":"`+run.ID+`"}`, "dead", 1, 3)
+		conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var channel string
+		if err := conn.QueryRow(ctx, `SELECT current_schema() || '.river_insert'`).Scan(&channel); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := (NodeJobs{DB: b.pool, NodeID: "rescuer"}).Rescue(ctx, []string{"dead"}); err != nil || n != 1 {
+			t.Fatalf("rescued %d: %v", n, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		note, err := conn.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("no insert notification after the rescue: %v", err)
+		}
+		var payload struct{ Queue string }
+		if err := json.Unmarshal([]byte(note.Payload), &payload); err != nil || payload.Queue != "default" {
+			t.Fatalf("notification %q on %s: %v", note.Payload, note.Channel, err)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,9 @@ type RiverOptions struct {
 	// StopTimeout is how long Stop lets running jobs finish before it
 	// cancels them; default 25 s.
 	StopTimeout time.Duration
+	// Park stops a working client while nothing is due and starts it
+	// again when work appears (park.go); never when PollOnly.
+	Park ParkOptions
 }
 
 // River is a replica's River client and its lifecycle: Start works jobs
@@ -55,10 +59,18 @@ type River struct {
 	stopTimeout time.Duration
 	base        startstop.Base
 
+	// Parking (park.go): act is nil when the client never parks.
+	park           ParkOptions
+	act            *activity
+	look           atomic.Pointer[func()]
+	wakeCh, parkCh chan struct{}
+	parks          atomic.Int64 // times parked
+
 	mu       sync.Mutex
 	stopping bool               // Stop began: no drain starts any more
 	cancel   context.CancelFunc // of the drain's soft stop
 	drained  chan struct{}      // closed when the drain's soft stop returned
+	parked   bool               // the client stopped while idle (park.go)
 }
 
 // NewRiver builds the client: a working one when opts.Work, an insert-only
@@ -78,12 +90,19 @@ func NewRiver(opts RiverOptions) (*River, error) {
 		}
 	}
 	cfg.Middleware = append(cfg.Middleware, riverMiddleware(opts.TracerProvider)...)
+	var act *activity
+	if opts.Work && !opts.PollOnly && opts.Park.After > 0 {
+		act = &activity{}
+		act.touch()
+		cfg.Middleware = append(cfg.Middleware, act)
+	}
 	cfg.PollOnly = opts.PollOnly
 	client, err := river.NewClient(riverDriver(opts.Pool, opts.ListenPool), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &River{client: client, work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second)}, nil
+	return &River{client: client, work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second),
+		park: opts.Park, act: act, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1)}, nil
 }
 
 // Client is the River client, for inserting jobs and the River UI.
@@ -92,7 +111,8 @@ func (r *River) Client() *river.Client[pgx.Tx] { return r.client }
 // Start starts working jobs on a worker replica (an insert-only client
 // has nothing to start). A second Start is refused.
 func (r *River) Start(ctx context.Context) error {
-	if _, err := r.base.Begin(ctx); err != nil {
+	runCtx, err := r.base.Begin(ctx)
+	if err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
 	if !r.work {
@@ -101,6 +121,9 @@ func (r *River) Start(ctx context.Context) error {
 	// River's own context: jobs must not die with the caller's.
 	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start river: %w", err)
+	}
+	if r.act != nil {
+		r.base.Go(func() { r.parkLoop(runCtx) })
 	}
 	return nil
 }

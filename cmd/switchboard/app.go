@@ -55,6 +55,9 @@ type app struct {
 	// listenPool is the session connections River's notifier LISTENs on
 	// (SWITCHBOARD_LISTEN_DATABASE_URL); nil: the pool's.
 	listenPool *pgxpool.Pool
+	// riverInsert is River's insert notification channel, which the bus
+	// also hears on worker replicas that park River ("" : none).
+	riverInsert string
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -131,6 +134,11 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; events reach other replicas " +
 			"up to a second late, River notices new jobs on its fetch poll (docs/deploy.md)")
 	}
+	if a.riverInsert, err = a.riverInsertChannel(ctx); err != nil {
+		a.stopTracing(ctx)
+		a.closeDatabase()
+		return nil, err
+	}
 	if err := a.build(); err != nil {
 		a.stopTracing(ctx)
 		a.closeDatabase()
@@ -199,7 +207,27 @@ func (a *app) newRiver() (*workers.River, error) {
 	return workers.NewRiver(workers.RiverOptions{
 		Pool: a.pool, ListenPool: a.listenPool, PollOnly: a.cfg.PollOnly(), Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
 		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(), TracerProvider: a.tracing.TracerProvider(),
+		Park: workers.ParkOptions{After: a.parkAfter()},
 	})
+}
+
+// parkAfter is how long an idle worker replica's River client runs before
+// it parks (SWITCHBOARD_RIVER_PARK_AFTER); 0 when it never parks: a
+// poll-only replica could not hear the work that wakes it.
+func (a *app) parkAfter() time.Duration {
+	if a.cfg.PollOnly() || !a.cfg.HasRole(config.RoleWorker) {
+		return 0
+	}
+	return a.cfg.RiverParkAfter
+}
+
+// riverInsertChannel is River's insert notification channel when this
+// replica parks River (workers.InsertChannel), else "".
+func (a *app) riverInsertChannel(ctx context.Context) (string, error) {
+	if a.parkAfter() == 0 {
+		return "", nil
+	}
+	return workers.InsertChannel(ctx, a.pool)
 }
 
 // Start runs the service list; it returns once everything runs. On a

@@ -19,10 +19,9 @@ import (
 // scheduling is the claim loop (worker role), the River UI (web role) and
 // the metrics they share with the workers and the API.
 type scheduling struct {
-	metrics  *jobs.Metrics
-	claimer  *jobs.Claimer
-	riverUI  *riverui.Handler
-	uiCancel context.CancelFunc
+	metrics *jobs.Metrics
+	claimer *jobs.Claimer
+	riverUI *lazyRiverUI
 }
 
 // workerOptions are the River worker options of a worker replica: run
@@ -62,7 +61,9 @@ func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
 			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Publisher: a.bus,
 			Lead:     a.cfg.ClaimLead,
 			IdlePoll: a.cfg.ClaimIdlePoll, Listening: a.bus.Listening,
+			Outlook: a.river.Outlook,
 		})
+		a.river.SetLook(s.claimer.Look)
 	}
 	if a.cfg.HasRole(config.RoleWeb) {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -71,24 +72,18 @@ func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
 		if err != nil {
 			return s, fmt.Errorf("river ui: %w", err)
 		}
-		s.riverUI = ui
+		s.riverUI = newLazyRiverUI(ui, a.logger.With("component", "riverui"))
 	}
 	return s, nil
 }
 
-// webServices: the River UI's background services, on web replicas.
+// webServices: the River UI's background services, on web replicas; they
+// run only while the UI is in use (lazyRiverUI).
 func (s *scheduling) webServices() []service {
 	if s.riverUI == nil {
 		return nil
 	}
-	return []service{{name: "river ui",
-		start: func(ctx context.Context) error {
-			uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			s.uiCancel = cancel
-			return s.riverUI.Start(uctx)
-		},
-		stop: func(context.Context) { s.uiCancel() },
-	}}
+	return []service{onStop("river ui", s.riverUI.Stop)}
 }
 
 // workerServices: the claim loop, on worker replicas, after River so that

@@ -34,16 +34,26 @@ func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
 
 // notices: on worker replicas, the bus's LISTEN connection also hears
 // every replica's task changes and wakes the claim loop (made later, in
-// newScheduling), whose idle poll is then long.
+// newScheduling), whose idle poll is then long, and, where River parks
+// while idle, River's insert notifications, which wake it.
 func (a *app) notices() map[string]func() {
 	if !a.cfg.HasRole(config.RoleWorker) {
 		return nil
 	}
-	return map[string]func(){jobs.TasksChannel: func() {
+	notices := map[string]func(){jobs.TasksChannel: func() {
 		if a.jobs.claimer != nil {
 			a.jobs.claimer.Notify()
 		}
 	}}
+	if a.riverInsert != "" {
+		// A job inserted or released anywhere wakes a parked River.
+		notices[a.riverInsert] = func() {
+			if a.river != nil {
+				a.river.Wake()
+			}
+		}
+	}
+	return notices
 }
 
 // newPresence makes, on web replicas, the tracker of who is in which room

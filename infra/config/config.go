@@ -51,6 +51,7 @@ type Config struct {
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
 	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
 	ClaimIdlePoll    time.Duration `envconfig:"SWITCHBOARD_CLAIM_IDLE_POLL" default:"30s" desc:"longest a worker replica's claim loop waits before it looks for due tasks again while its LISTEN connection is up (1s-1h); a task created or made due sooner on any replica wakes every claim loop at once, and each wakes for the earliest tick it knows; poll-only or with LISTEN down it looks every second"`
+	RiverParkAfter   time.Duration `envconfig:"SWITCHBOARD_RIVER_PARK_AFTER" default:"30s" desc:"how long a worker replica's River client runs with nothing to do before it parks (stops polling until work is due: about 1 database round trip a second instead of 3); a job inserted or released on any replica, a tick or retry within 5s, or jobs rescued from a dead node start it again (0: never park; 1s-1h; poll-only replicas never park)"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -233,6 +234,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClaimIdlePoll != 0 && (c.ClaimIdlePoll < time.Second || c.ClaimIdlePoll > time.Hour) {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_CLAIM_IDLE_POLL: %s is outside 1s-1h", c.ClaimIdlePoll))
+	}
+	if c.RiverParkAfter != 0 && (c.RiverParkAfter < time.Second || c.RiverParkAfter > time.Hour) {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_RIVER_PARK_AFTER: %s is outside 1s-1h (0: never park)", c.RiverParkAfter))
 	}
 	if c.RunRetention != 0 && c.RunRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_RETENTION: %s is shorter than 1h", c.RunRetention))

@@ -1,0 +1,232 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/jobs"
+)
+
+// Parking: a worker replica's River client stops while nothing is due
+// anywhere in the cluster (it is parked) and starts again when work
+// appears. Running, River polls for jobs every second and its elector,
+// scheduler and reports add about two round trips a second more, on every
+// replica, idle or not; parked, the replica's only statements are its own
+// (heartbeat, claim loop, maintenance), about one a second.
+//
+// What wakes a parked client:
+//   - River's insert notification (<schema>.river_insert, heard on the
+//     bus's LISTEN connection): an immediate job inserted by any replica,
+//     a tick claimed ahead reaching its time, a delayed run, retry or
+//     snooze released (jobs.Claimer's releaser), jobs the cluster rescued
+//     from a dead node (Wake);
+//   - the claim loop's outlook (Outlook): a tick, or a job waiting for a
+//     later time, within UnparkLead, or a job fetchable now that nobody
+//     announced (River UI's retry). The loop looks again UnparkLead before
+//     the earliest work it knows of while the client is parked.
+//
+// It parks only when the claim loop's look finds nothing due within
+// ParkHorizon and nothing fetchable, no job runs here, and nothing
+// happened here (a job started or ended, a wake) for ParkOptions.After.
+// Poll-only replicas never park: nothing could wake them.
+//
+// While every replica is parked there is no River leader: River's
+// maintenance (its job cleaner, the rescue of jobs stuck for hours, the
+// daily reindex) runs whenever a client runs again. The cluster's own
+// rescue of a dead node's jobs does not need River (jobs.NodeJobs), and
+// neither does ours (maintenance loop).
+
+// ParkHorizon: a replica does not park while work is due within it.
+const ParkHorizon = 10 * time.Second
+
+// UnparkLead is how long before the earliest known work a parked client
+// starts again (starting takes tens of milliseconds; River's scheduler
+// must also have run once for a retry to become fetchable).
+const UnparkLead = 5 * time.Second
+
+// ParkOptions configure parking; the zero value never parks.
+type ParkOptions struct {
+	// After is how long a worker replica's River client must have been
+	// idle before it parks; 0: it never parks.
+	After time.Duration
+}
+
+// activity is the River work middleware that tells parking a job runs
+// here, and when the last one began or ended.
+type activity struct {
+	river.MiddlewareDefaults
+	inflight atomic.Int64
+	last     atomic.Int64 // unix nanoseconds
+}
+
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// Work counts the job in while it runs.
+func (a *activity) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	a.inflight.Add(1)
+	a.touch()
+	defer func() {
+		a.touch()
+		a.inflight.Add(-1)
+	}()
+	return doInner(ctx)
+}
+
+// quietFor is how long nothing has run here (0 while a job runs).
+func (a *activity) quietFor() time.Duration {
+	if a.inflight.Load() > 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, a.last.Load()))
+}
+
+// SetLook gives parking the claim loop's Look: asked when the client has
+// been quiet long enough to park, it makes the loop look (one statement)
+// and tell Outlook what it found.
+func (r *River) SetLook(look func()) { r.look.Store(&look) }
+
+// Parked reports whether the client is parked.
+func (r *River) Parked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parked
+}
+
+// Wake starts a parked client again (soon, on its own goroutine): work
+// was announced. It also counts as activity.
+func (r *River) Wake() {
+	if r.act == nil {
+		return
+	}
+	r.act.touch()
+	r.signal(r.wakeCh)
+}
+
+// Outlook is the claim loop's jobs.ClaimerOptions.Outlook: it wakes the
+// client when work is near, lets it park when none is, and returns how long
+// before the earliest work the loop should look again (UnparkLead while
+// parked or about to be, else 0).
+func (r *River) Outlook(o jobs.Outlook) time.Duration {
+	if r.act == nil {
+		return 0
+	}
+	if o.Available || o.Claim <= UnparkLead || o.Job <= UnparkLead {
+		r.Wake()
+		return 0
+	}
+	if o.Claim <= ParkHorizon || o.Job <= ParkHorizon {
+		if r.Parked() {
+			return UnparkLead
+		}
+		return 0
+	}
+	r.signal(r.parkCh)
+	return UnparkLead
+}
+
+func (r *River) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// parkLoop parks and unparks the client on the signals of Outlook and
+// Wake; the only goroutine that does, so Start and Stop never race.
+func (r *River) parkLoop(ctx context.Context) {
+	recheck := time.NewTimer(r.park.After)
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wakeCh:
+			r.unpark(ctx)
+			// Ask again once it could have been idle long enough: only
+			// a look tells whether nothing is due any more.
+			recheck.Reset(r.park.After)
+		case <-r.parkCh:
+			if quiet := r.act.quietFor(); quiet < r.park.After {
+				// Not yet: look again once it would have been quiet
+				// long enough (a job, a wake meanwhile push it later).
+				recheck.Reset(r.park.After - quiet)
+				continue
+			}
+			r.parkNow()
+		case <-recheck.C:
+			if p := r.look.Load(); p != nil && !r.Parked() {
+				(*p)()
+			}
+		}
+	}
+}
+
+// parkNow stops the client unless a drain or Stop began, a job runs here,
+// or it is parked already.
+func (r *River) parkNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.parked || r.stopping || r.drained != nil || r.act.inflight.Load() > 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.stopTimeout)
+	defer cancel()
+	if err := r.client.Stop(ctx); err != nil {
+		// A job fetched meanwhile did not finish in time: it keeps
+		// running, and the client with it.
+		r.logger.Warn("river could not park", "error", err)
+		return
+	}
+	r.parked = true
+	r.parks.Add(1)
+	r.logger.Debug("river parked: nothing due")
+}
+
+// unpark starts a parked client again; a failure is retried after a
+// second (the database may be away), unless a drain or Stop began.
+func (r *River) unpark(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		if !r.parked || r.stopping || r.drained != nil {
+			r.mu.Unlock()
+			return
+		}
+		err := r.client.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			r.parked = false
+			r.act.touch()
+			r.mu.Unlock()
+			r.logger.Debug("river unparked: work is due")
+			return
+		}
+		r.mu.Unlock()
+		r.logger.Warn("river could not start again; retrying", "error", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// InsertChannel is River's insert notification channel on q's database:
+// <current schema>.river_insert, as River's listener and inserts name it
+// (riverpgxv5 Listener, PGNotifyMany) with the default schema.
+func InsertChannel(ctx context.Context, q db.DB) (string, error) {
+	var schema string
+	if err := q.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+		return "", fmt.Errorf("river insert channel: %w", err)
+	}
+	return schema + ".river_insert", nil
+}
+
+// Parks is how many times the client parked.
+func (r *River) Parks() int64 { return r.parks.Load() }
