@@ -58,6 +58,11 @@ func (c *claimLog) checkChain(t *testing.T, task string) {
 	defer c.mu.Unlock()
 	cl := slices.Clone(c.claims[task])
 	slices.SortFunc(cl, func(a, b periodClaim) int { return a.period.Compare(b.period) })
+	perLoop := map[int]int{}
+	for _, c := range cl {
+		perLoop[c.loop]++
+	}
+	t.Logf("%s: %d periods claimed, by loop: %v", task, len(cl), perLoop)
 	for i := 1; i < len(cl); i++ {
 		if cl[i].period.Equal(cl[i-1].period) {
 			t.Fatalf("%s: period %s claimed twice (loops %d and %d)", task, cl[i].period, cl[i-1].loop, cl[i].loop)
