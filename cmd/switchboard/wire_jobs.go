@@ -23,8 +23,8 @@ type scheduling struct {
 	metrics     *jobs.Metrics
 	claimer     *jobs.Claimer
 	maintenance *workers.MaintenanceLoop
-	riverUI  *riverui.Handler
-	uiCancel context.CancelFunc
+	riverUI     *riverui.Handler
+	uiCancel    context.CancelFunc
 }
 
 // workerOptions are the River worker options of a worker replica: run
