@@ -20,11 +20,12 @@ import (
 // River UI (web role) and the metrics they share with the workers and the
 // API.
 type scheduling struct {
-	metrics     *jobs.Metrics
-	claimer     *jobs.Claimer
+	metrics  *jobs.Metrics
+	claimer  *jobs.Claimer
+	riverUI  *riverui.Handler
+	uiCancel context.CancelFunc
+
 	maintenance *workers.MaintenanceLoop
-	riverUI     *riverui.Handler
-	uiCancel    context.CancelFunc
 }
 
 // workerOptions are the River worker options of a worker replica: run
