@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
@@ -153,5 +155,50 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	}
 	if err := migrate(); err != nil {
 		t.Fatalf("a later migrate through pgbouncer: %v", err)
+	}
+}
+
+// TestMaintenanceScheduleMigration: 00014 deletes River's leftover
+// periodic maintenance jobs (no producer fetches their queue any more) but
+// not a running one, nor any other kind of job.
+func TestMaintenanceScheduleMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := db.Connect(ctx, dbtest.NewEmptyDatabaseURL(t), db.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rm.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+	migrateTo(t, pool, 13)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO river_job (kind, args, max_attempts, queue, state, attempted_at)
+		VALUES ('maintenance', '{"task":"a"}', 3, 'maintenance', 'available', NULL),
+		       ('maintenance', '{"task":"b"}', 3, 'maintenance', 'retryable', now()),
+		       ('maintenance', '{"task":"c"}', 3, 'maintenance', 'scheduled', NULL),
+		       ('maintenance', '{"task":"d"}', 3, 'maintenance', 'running', now()),
+		       ('task_run', '{}', 3, 'default', 'available', NULL)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT kind || ':' || state FROM river_job ORDER BY kind`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(left) != 2 || left[0] != "maintenance:running" || left[1] != "task_run:available" {
+		t.Fatalf("jobs left: %v (%v); want the running maintenance job and the task run", left, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO maintenance_schedule VALUES ('x', now())`); err != nil {
+		t.Fatalf("maintenance_schedule: %v", err)
 	}
 }

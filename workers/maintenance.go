@@ -19,8 +19,8 @@ const DefaultRunRetention = 30 * 24 * time.Hour
 
 // Maintenance declares every periodic housekeeping task of the service, in
 // one place: adding one is one entry here (and, if it needs something new,
-// a field of Options). A task whose dependency is not configured is left
-// out.
+// a field of Options); its name is its row in maintenance_schedule. A task
+// whose dependency is not configured is left out.
 func Maintenance(o Options) []MaintenanceTask {
 	var tasks []MaintenanceTask
 	if o.DB != nil {
@@ -60,7 +60,7 @@ func PruneRunsTask(q db.DB, retention time.Duration) MaintenanceTask {
 
 // PruneStreamsDeadline bounds one run of prune_streams; what it leaves is
 // pruned by the next run (a minute later), so a backlog never makes one
-// job outlive River's job timeout.
+// run reach MaintenanceTimeout.
 const PruneStreamsDeadline = 30 * time.Second
 
 // PruneStreamsTask applies the streams' retention every minute: events
@@ -88,8 +88,8 @@ func dbTask(name string, every time.Duration, q db.DB, run func(context.Context,
 }
 
 // MaintenanceTask is one idempotent housekeeping step (prune old runs, reap
-// expired tickets, ...), run every Every by whichever replica River's leader
-// hands the job to.
+// expired tickets, ...), run once every Every by whichever worker replica's
+// MaintenanceLoop claims the period.
 type MaintenanceTask struct {
 	Name  string
 	Every time.Duration

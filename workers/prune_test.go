@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
@@ -46,31 +48,79 @@ func TestPruneRuns(t *testing.T) {
 	}
 }
 
-func TestRiverConfigPeriodicJobs(t *testing.T) {
+// TestMaintenanceDeclaration: Maintenance declares each task whose
+// dependencies are configured, a loop built from them registers exactly
+// their rows one Every on, and River has no periodic job or queue left.
+func TestMaintenanceDeclaration(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	reap := func(context.Context) (int64, error) { return 0, nil }
 	for _, tc := range []struct {
 		name string
-		opts Options
+		opts func(db.DB) Options
 		want []string
 	}{
-		{"database", Options{DB: setup(t, setupOpts{}).pool},
+		{"database", func(q db.DB) Options { return Options{DB: q} },
 			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages"}},
-		{"everything", Options{DB: setup(t, setupOpts{}).pool, RateLimitRetention: time.Minute, ReapNodes: reap, PruneIdempotency: reap},
-			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "ratelimit_prune", "idempotency_prune", "reap_cluster_nodes"}},
-		{"no database", Options{ReapNodes: reap}, []string{"reap_cluster_nodes"}},
+		{"everything", func(q db.DB) Options {
+			return Options{DB: q, RateLimitRetention: time.Minute, ReapNodes: reap, PruneIdempotency: reap}
+		}, []string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "ratelimit_prune", "idempotency_prune", "reap_cluster_nodes"}},
+		{"no database", func(db.DB) Options { return Options{ReapNodes: reap} }, []string{"reap_cluster_nodes"}},
 	} {
-		cfg, err := RiverConfig(tc.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, m := range Maintenance(tc.opts) {
-			names = append(names, m.Name)
-		}
-		if !slices.Equal(names, tc.want) || len(cfg.PeriodicJobs) != len(tc.want) {
-			t.Fatalf("%s: tasks %v and %d periodic jobs, want %v", tc.name, names, len(cfg.PeriodicJobs), tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.NewPool(t)
+			opts := tc.opts(pool)
+			tasks := Maintenance(opts)
+			every := map[string]time.Duration{}
+			var names []string
+			for _, m := range tasks {
+				names, every[m.Name] = append(names, m.Name), m.Every
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("tasks %v, want %v", names, tc.want)
+			}
+			var before time.Time
+			if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			l := NewMaintenanceLoop(MaintenanceLoopOptions{DB: pool, Tasks: tasks})
+			if err := l.register(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := pool.Query(ctx, `SELECT name, next_at, now() FROM maintenance_schedule ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for rows.Next() {
+				var name string
+				var at, now time.Time
+				if err := rows.Scan(&name, &at, &now); err != nil {
+					t.Fatal(err)
+				}
+				if e := every[name]; at.Before(before.Add(e)) || at.After(now.Add(e)) {
+					t.Fatalf("%s: first period at %s, want %s after registering (%s–%s)", name, at, e, before, now)
+				}
+				got = append(got, name)
+			}
+			if rows.Err() != nil || !slices.Equal(got, slices.Sorted(slices.Values(tc.want))) {
+				t.Fatalf("rows %v (%v), want %v", got, rows.Err(), tc.want)
+			}
+			if opts.DB == nil {
+				if _, err := RiverConfig(opts); err == nil {
+					t.Fatal("RiverConfig without a database: no error")
+				}
+				return
+			}
+			cfg, err := RiverConfig(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.PeriodicJobs) != 0 || len(cfg.Queues) != 1 || cfg.Queues[QueueDefault].MaxWorkers == 0 {
+				t.Fatalf("River: %d periodic jobs, queues %v; want none and the default queue", len(cfg.PeriodicJobs), cfg.Queues)
+			}
+		})
 	}
 }
 

@@ -4,12 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/jobs"
 )
 
 func TestRiverTimeoutsOutlastTheLongestRun(t *testing.T) {
 	t.Parallel()
-	cfg, err := RiverConfig(Options{ClientID: "x"})
+	cfg, err := RiverConfig(Options{ClientID: "x", DB: dbtest.NewTx(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,15 @@
-// Package workers owns the consumer side of the job queue: the River workers
-// that run task runs and periodic maintenance, and the River configuration a
-// worker replica starts with.
+// Package workers owns the consumer side of the job queue: the River worker
+// that runs task runs, the River configuration a worker replica starts
+// with, and the periodic maintenance (MaintenanceLoop, on Postgres: River
+// may be stopped while the replica idles).
 package workers
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -19,11 +20,8 @@ import (
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
-// Queue names.
-const (
-	QueueDefault     = river.QueueDefault
-	QueueMaintenance = "maintenance"
-)
+// QueueDefault is the queue of task runs, the only one River works.
+const QueueDefault = river.QueueDefault
 
 // Options configure the worker side; zero values mean defaults.
 type Options struct {
@@ -42,8 +40,8 @@ type Options struct {
 	// that table); nil leaves it out.
 	PruneIdempotency func(ctx context.Context) (int64, error)
 
-	// DB enables the task-run worker and the maintenance of the tables;
-	// without it the client works the other maintenance jobs only.
+	// DB is the run worker's database and that of the maintenance tasks
+	// of the tables; RiverConfig requires it.
 	DB db.DB
 	// Publisher delivers run events and publish actions; default logs them.
 	Publisher Publisher
@@ -75,10 +73,6 @@ type Releaser interface {
 	ReleaseAt(t time.Time)
 }
 
-// MaintenancePollInterval is how often the maintenance queue's producer
-// looks for jobs it was not notified of (River's default is a second).
-const MaintenancePollInterval = 30 * time.Second
-
 // DefaultMaxWorkers is how many task runs a node works at once. Runs mostly
 // wait on I/O, and their writes go through a RunWriter (a few batch
 // statements for all of them), so workers are not bound to connections.
@@ -91,40 +85,35 @@ const DefaultMaxWorkers = 1000
 // the longest job (a task run at RunJobTimeout) plus a margin.
 const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
 
-// RiverConfig returns the configuration of a River client that works jobs.
+// RiverConfig returns the configuration of a River client that works task
+// runs. opts.DB is required: the run worker is River's only worker (River
+// starts no client without one), the maintenance runs outside River
+// (MaintenanceLoop).
 func RiverConfig(opts Options) (*river.Config, error) {
+	if opts.DB == nil {
+		return nil, errors.New("river config: Options.DB is required (the run worker needs it)")
+	}
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	w := river.NewWorkers()
-	if opts.DB != nil {
-		if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
-			return nil, fmt.Errorf("add run worker: %w", err)
-		}
-	}
-	m := newMaintenanceWorker(Maintenance(opts), logger)
-	if err := river.AddWorkerSafely(w, m); err != nil {
-		return nil, fmt.Errorf("add maintenance worker: %w", err)
+	if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
+		return nil, fmt.Errorf("add run worker: %w", err)
 	}
 	return &river.Config{
 		ID:     opts.ClientID,
 		Logger: logger.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
 			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, DefaultMaxWorkers)},
-			// Maintenance jobs are periodic (a minute or more apart) and
-			// their inserts notify the producers; polling for them every
-			// second was half the fetches of an idle replica.
-			QueueMaintenance: {MaxWorkers: 2, FetchPollInterval: MaintenancePollInterval},
 		},
 		// A fetch at most every 25ms: with 100 workers that allows about
 		// 4000 jobs/s per node; the default (100ms) caps a node near 1000.
 		FetchCooldown: 25 * time.Millisecond,
-		// Maintenance jobs get River's default minute; task runs their own
-		// RunJobTimeout. River rescues a job still running after
+		// Task runs have their own RunJobTimeout; River's default minute is
+		// only a floor. River rescues a job still running after
 		// RescueStuckJobsAfter, so it must outlast the longest run; the
 		// cluster rescues the jobs of a dead node much sooner.
 		JobTimeout:           time.Minute,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Workers:              w,
-		PeriodicJobs:         m.periodicJobs(),
 		// Runs claimed ahead of their tick are inserted available at it.
 		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}},
 	}, nil
@@ -143,63 +132,4 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
 		logger: logger.With("component", "run_worker"), backoff: backoff, releaser: opts.Releaser,
 	}
-}
-
-// MaintenanceArgs names the task a maintenance job runs.
-type MaintenanceArgs struct {
-	Task string `json:"task"`
-}
-
-// Kind is River's job kind.
-func (MaintenanceArgs) Kind() string { return "maintenance" }
-
-// InsertOpts routes maintenance to its own queue and keeps one pending job
-// per task.
-func (MaintenanceArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
-}
-
-type maintenanceWorker struct {
-	river.WorkerDefaults[MaintenanceArgs]
-	tasks  map[string]MaintenanceTask
-	logger *slog.Logger
-}
-
-func newMaintenanceWorker(tasks []MaintenanceTask, logger *slog.Logger) *maintenanceWorker {
-	m := &maintenanceWorker{tasks: map[string]MaintenanceTask{}, logger: logger}
-	for _, t := range tasks {
-		m.tasks[t.Name] = t
-	}
-	return m
-}
-
-func (m *maintenanceWorker) Work(ctx context.Context, job *river.Job[MaintenanceArgs]) error {
-	t, ok := m.tasks[job.Args.Task]
-	if !ok {
-		// A job left by a newer or older version: nothing to do here.
-		return river.JobCancel(fmt.Errorf("unknown maintenance task %q", job.Args.Task))
-	}
-	start := time.Now()
-	n, err := t.Run(ctx)
-	if err != nil {
-		return fmt.Errorf("maintenance %s: %w", t.Name, err)
-	}
-	m.logger.InfoContext(ctx, "maintenance done", "task", t.Name, "affected", n, "duration_ms", time.Since(start).Milliseconds())
-	return nil
-}
-
-func (m *maintenanceWorker) periodicJobs() []*river.PeriodicJob {
-	names := make([]string, 0, len(m.tasks))
-	for n := range m.tasks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	jobs := make([]*river.PeriodicJob, 0, len(names))
-	for _, n := range names {
-		t := m.tasks[n]
-		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(t.Every),
-			func() (river.JobArgs, *river.InsertOpts) { return MaintenanceArgs{Task: t.Name}, nil },
-			&river.PeriodicJobOpts{ID: "maintenance." + t.Name}))
-	}
-	return jobs
 }

@@ -177,7 +177,7 @@ func (a *app) build() error {
 
 // serviceList is every long-running part in start order; Stop runs it
 // backwards: drain first (readiness fails, no new ticks, jobs or sockets),
-// then the claim loop, River (running jobs finish while requests are still
+// then the maintenance loop and the claim loop, River (running jobs finish while requests are still
 // served, so heartbeats go on and nobody takes them for dead), the
 // sockets, HTTP, the River UI, the bus (what it still holds is sent),
 // cluster membership, the listener, and last tracing (the spans left).

@@ -23,6 +23,7 @@ var idleSources = []struct {
 }{
 	{"tx-control", regexp.MustCompile(`(?i)^\s*(begin|commit|rollback)\b`)},
 	{"claim-loop", regexp.MustCompile(`FROM\s+tasks\s+WHERE\s+active`)},
+	{"maintenance", regexp.MustCompile(`maintenance_schedule`)},
 	{"heartbeat", regexp.MustCompile(`cluster_nodes`)},
 	{"river-fetch", regexp.MustCompile(`JobGetAvailable`)},
 	{"river-elector", regexp.MustCompile(`Leader`)},

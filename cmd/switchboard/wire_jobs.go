@@ -16,16 +16,19 @@ import (
 	"github.com/switchboard/switchboard/workers"
 )
 
-// scheduling is the claim loop (worker role), the River UI (web role) and
-// the metrics they share with the workers and the API.
+// scheduling is the claim loop and the maintenance loop (worker role), the
+// River UI (web role) and the metrics they share with the workers and the
+// API.
 type scheduling struct {
 	metrics *jobs.Metrics
 	claimer *jobs.Claimer
 	riverUI *lazyRiverUI
+
+	maintenance *workers.MaintenanceLoop
 }
 
 // workerOptions are the River worker options of a worker replica: run
-// events go out through the bus, and the maintenance jobs get what they
+// events go out through the bus, and the maintenance tasks get what they
 // need (workers declares them).
 func (a *app) workerOptions() workers.Options {
 	return workers.Options{
@@ -64,6 +67,9 @@ func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
 			Outlook: a.river.Outlook,
 		})
 		a.river.SetLook(s.claimer.Look)
+		s.maintenance = workers.NewMaintenanceLoop(workers.MaintenanceLoopOptions{
+			DB: a.pool, Tasks: workers.Maintenance(a.workerOptions()), Logger: a.logger, Registry: a.registry,
+		})
 	}
 	if a.cfg.HasRole(config.RoleWeb) {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -87,18 +93,22 @@ func (s *scheduling) webServices() []service {
 }
 
 // workerServices: the claim loop, on worker replicas, after River so that
-// claimed jobs find a running client here too.
+// claimed jobs find a running client here too; then the maintenance loop
+// (it needs no River), stopped first, while the bus and the cluster its
+// tasks use still run.
 func (s *scheduling) workerServices() []service {
 	if s.claimer == nil {
 		return nil
 	}
-	return []service{component("claim loop", s.claimer)}
+	return []service{component("claim loop", s.claimer), component("maintenance loop", s.maintenance)}
 }
 
-// pause stops claiming: a draining node claims nothing new.
+// pause stops claiming: a draining node claims no new ticks and no new
+// maintenance periods (the runs under way finish).
 func (s *scheduling) pause() {
 	if s.claimer != nil {
 		s.claimer.SetPaused(true)
+		s.maintenance.SetPaused(true)
 	}
 }
 
