@@ -145,6 +145,7 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 			return ctx.Err()
 		case pgconn.Timeout(err):
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			b.metrics.pings.Inc()
 			err = conn.Ping(pctx)
 			cancel()
 			if err != nil {

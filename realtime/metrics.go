@@ -4,6 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type busMetrics struct {
 	published, received, spilled, dropped, reconnects prometheus.Counter
+	pings                                             prometheus.Counter
 	appended, appendFailed                            prometheus.Counter
 	listenUp                                          prometheus.Gauge
 	batch, appendBatch                                prometheus.Histogram
@@ -16,6 +17,7 @@ func newBusMetrics(reg prometheus.Registerer) busMetrics {
 		spilled:      prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_spilled_total", Help: "Bus messages of 8000 bytes or more, sent through the bus_spill table."}),
 		dropped:      prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_dropped_total", Help: "Bus messages that could not be sent to other replicas (database unavailable)."}),
 		reconnects:   prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_listen_reconnects_total", Help: "Reconnections of the dedicated LISTEN connection."}),
+		pings:        prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_bus_listen_pings_total", Help: "Pings of the LISTEN connection after IdlePing without a notification (each a round trip)."}),
 		appended:     prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_stream_appended_total", Help: "Events appended to their stream (acknowledged once stored)."}),
 		appendFailed: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_stream_append_failed_total", Help: "Events whose append failed (the publisher got an error)."}),
 		appendBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -28,7 +30,7 @@ func newBusMetrics(reg prometheus.Registerer) busMetrics {
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
 		}),
 	}
-	register(reg, m.published, m.received, m.spilled, m.dropped, m.reconnects, m.listenUp, m.batch,
+	register(reg, m.published, m.received, m.spilled, m.dropped, m.reconnects, m.pings, m.listenUp, m.batch,
 		m.appended, m.appendFailed, m.appendBatch)
 	return m
 }

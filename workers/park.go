@@ -192,12 +192,23 @@ func (r *River) parkNow() {
 // second (the database may be away), unless a drain or Stop began.
 func (r *River) unpark(ctx context.Context) {
 	for {
+		if !r.Parked() {
+			return // the common case: a notification while running
+		}
+		// River's Start cannot be bounded (its context is the client's
+		// for good) and a Stop or drain waits for it: it starts only once
+		// the database answered a ping within a bound.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := r.ping(pctx)
+		cancel()
 		r.mu.Lock()
 		if !r.parked || r.stopping || r.drained != nil {
 			r.mu.Unlock()
 			return
 		}
-		err := r.client.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			err = r.client.Start(context.WithoutCancel(ctx))
+		}
 		if err == nil {
 			r.parked = false
 			r.act.touch()

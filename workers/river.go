@@ -64,7 +64,8 @@ type River struct {
 	act            *activity
 	look           atomic.Pointer[func()]
 	wakeCh, parkCh chan struct{}
-	parks          atomic.Int64 // times parked
+	ping           func(context.Context) error // the database, before a start
+	parks          atomic.Int64                // times parked
 
 	mu       sync.Mutex
 	stopping bool               // Stop began: no drain starts any more
@@ -102,7 +103,7 @@ func NewRiver(opts RiverOptions) (*River, error) {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return &River{client: client, work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second),
-		park: opts.Park, act: act, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1)}, nil
+		park: opts.Park, act: act, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1), ping: opts.Pool.Ping}, nil
 }
 
 // Client is the River client, for inserting jobs and the River UI.

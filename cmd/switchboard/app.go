@@ -156,6 +156,7 @@ func (a *app) build() error {
 	if a.river, err = a.newRiver(); err != nil {
 		return err
 	}
+	a.registerParkMetrics()
 	if a.jobs, err = a.newScheduling(a.jobs.metrics); err != nil {
 		return err
 	}
@@ -209,6 +210,24 @@ func (a *app) newRiver() (*workers.River, error) {
 		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(), TracerProvider: a.tracing.TracerProvider(),
 		Park: workers.ParkOptions{After: a.parkAfter()},
 	})
+}
+
+// registerParkMetrics exports whether River is parked, and how often it
+// parked.
+func (a *app) registerParkMetrics() {
+	a.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_river_parked",
+			Help: "1 while this worker replica's River client is parked: nothing due (SWITCHBOARD_RIVER_PARK_AFTER)."},
+			func() float64 {
+				if a.river.Parked() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_river_parks_total",
+			Help: "Times this replica's River client parked."},
+			func() float64 { return float64(a.river.Parks()) }),
+	)
 }
 
 // parkAfter is how long an idle worker replica's River client runs before

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -32,18 +33,24 @@ var idleSources = []struct {
 }
 
 // BenchmarkIdleReplica starts one replica (web and worker, the real
-// wiring) on a database of its own, lets it settle for 10 s, and counts its
-// transactions for 60 s of doing nothing (pg_stat_database of its
-// database). Where the server has pg_stat_statements loaded (point
-// TEST_DATABASE_URL at one started with
+// wiring with the default SWITCHBOARD_RIVER_PARK_AFTER) on a database of
+// its own, waits until its River client parks (parked-after-s: how long
+// that took from the start, nothing having happened), lets it settle for
+// 2 s, and counts its transactions for 60 s of doing nothing
+// (pg_stat_database of its database). Where the server has
+// pg_stat_statements loaded (point TEST_DATABASE_URL at one started with
 // shared_preload_libraries=pg_stat_statements) it also counts statements,
-// BEGIN and COMMIT included, which is the round trips, by source. That
-// replica is River's leader; a second one (the same wiring, connecting as
-// a role of its own so that its statements count apart) then starts on
-// the same database, settles for 10 s, and its statements over 60 s are
-// the follower-… figures: what each further replica costs. On a shared
-// server whose pg_stat_statements fills up, evicted entries make the
-// figures lower bounds; pgss-deallocs counts the evictions meanwhile.
+// BEGIN and COMMIT included, by source; round-trips/s is their sum plus
+// the bus's pings of its LISTEN connection (an empty query, which
+// pg_stat_statements does not see; counted by the bus). A second replica
+// (the same wiring, connecting as a role of its own so that its statements
+// count apart) then starts on the same database, parks, settles, and its
+// statements over 60 s are the follower-… figures: what each further
+// replica costs. The first replica was River's leader until it parked;
+// parked, neither is. On a shared server whose pg_stat_statements fills
+// up, evicted entries make the figures lower bounds; pgss-deallocs counts
+// the evictions meanwhile. BENCH_PARK_AFTER=0 measures replicas that never
+// park (River running: about three round trips a second).
 //
 //	go test -run '^$' -bench IdleReplica -benchtime 1x ./cmd/switchboard/
 func BenchmarkIdleReplica(b *testing.B) {
@@ -72,10 +79,10 @@ func BenchmarkIdleReplica(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	startServer(b, testConfig(b, dbURL))
-	time.Sleep(10 * time.Second) // settle: an interval to wait out, not an event
+	srv := startIdleReplica(b, dbURL, "")
 	x0 := idleXacts(b, admin, name)
 	s0, d0, err0 := idleStatements(ctx, admin, name, "")
+	p0 := idlePings(b, srv)
 	const idle = 60 * time.Second
 	start := time.Now()
 	time.Sleep(idle)
@@ -83,17 +90,65 @@ func BenchmarkIdleReplica(b *testing.B) {
 	x1 := idleXacts(b, admin, name)
 	b.ReportMetric(float64(x1-x0)/elapsed, "xacts/s")
 	s1, d1, err1 := idleStatements(ctx, admin, name, "")
+	pings := (idlePings(b, srv) - p0) / elapsed
 	if err := cmp.Or(err0, err1); err != nil && preloaded {
 		b.Logf("no statement counts: %v", err)
 	}
 	if err0 == nil && err1 == nil {
-		reportIdleStatements(b, "", s0, s1, d0, d1, elapsed)
+		reportIdleStatements(b, "", s0, s1, d0, d1, elapsed, pings)
 		if testing.Verbose() {
 			logIdleStatements(ctx, b, admin, name, "")
 		}
 		idleFollower(ctx, b, admin, u, name, role)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// startIdleReplica starts a replica on dbURL with the default park delay
+// (or BENCH_PARK_AFTER), waits for its River to park (reporting how long
+// that took as prefix+"parked-after-s") and for 2 s more.
+func startIdleReplica(b *testing.B, dbURL, prefix string) *testServer {
+	cfg := testConfig(b, dbURL)
+	cfg.RiverParkAfter = 30 * time.Second // SWITCHBOARD_RIVER_PARK_AFTER's default
+	if v, ok := os.LookupEnv("BENCH_PARK_AFTER"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("BENCH_PARK_AFTER: %v", err)
+		}
+		cfg.RiverParkAfter = d
+	}
+	begun := time.Now()
+	srv := startServer(b, cfg)
+	if cfg.RiverParkAfter > 0 {
+		deadline := time.Now().Add(3 * time.Minute)
+		for !srv.river.Parked() {
+			if time.Now().After(deadline) {
+				b.Fatalf("River did not park within 3 minutes of idling")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.ReportMetric(time.Since(begun).Seconds(), prefix+"parked-after-s")
+		time.Sleep(2 * time.Second) // settle: an interval to wait out, not an event
+	} else {
+		time.Sleep(10 * time.Second) // settle, as before parking existed
+	}
+	return srv
+}
+
+// idlePings is how many times the replica's bus pinged its LISTEN
+// connection so far (switchboard_bus_listen_pings_total).
+func idlePings(b *testing.B, srv *testServer) float64 {
+	families, err := srv.registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "switchboard_bus_listen_pings_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	b.Fatal("no switchboard_bus_listen_pings_total")
+	return 0
 }
 
 // idleFollower starts a second replica on the database, connecting as a
@@ -105,17 +160,18 @@ func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL
 	}
 	fu := *u
 	fu.User = url.User(role)
-	startServer(b, testConfig(b, fu.String()))
-	time.Sleep(10 * time.Second) // settle, as above
+	srv := startIdleReplica(b, fu.String(), "follower-")
 	s0, d0, err0 := idleStatements(ctx, admin, name, role)
+	p0 := idlePings(b, srv)
 	start := time.Now()
 	time.Sleep(60 * time.Second)
 	elapsed := time.Since(start).Seconds()
 	s1, d1, err1 := idleStatements(ctx, admin, name, role)
+	pings := (idlePings(b, srv) - p0) / elapsed
 	if err := cmp.Or(err0, err1); err != nil {
 		b.Fatalf("follower statements: %v", err)
 	}
-	reportIdleStatements(b, "follower-", s0, s1, d0, d1, elapsed)
+	reportIdleStatements(b, "follower-", s0, s1, d0, d1, elapsed, pings)
 	if testing.Verbose() {
 		logIdleStatements(ctx, b, admin, name, role)
 	}
@@ -136,13 +192,14 @@ func dropIdleRole(b *testing.B, role string) {
 }
 
 // reportIdleStatements reports the statements per second by source between
-// two readings, and their sum as round-trips/s, each name after prefix.
+// two readings and the LISTEN pings per second, and their sum as
+// round-trips/s, each name after prefix.
 // On a shared server whose pg_stat_statements is full, entries are
 // evicted: one evicted and made again counts from 0 (its calls since),
 // one evicted for good is lost, so the figures are then lower bounds —
 // pgss-deallocs (evictions during the reading, anywhere on the server)
 // says when.
-func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleStatement, d0, d1 int64, elapsed float64) {
+func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleStatement, d0, d1 int64, elapsed, pings float64) {
 	bySource := map[string]int64{}
 	for key, st := range s1 {
 		n := st.calls - s0[key].calls
@@ -157,7 +214,8 @@ func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleSta
 		total += d
 		b.ReportMetric(d, prefix+src+"-stmts/s")
 	}
-	b.ReportMetric(total, prefix+"round-trips/s")
+	b.ReportMetric(pings, prefix+"listen-pings/s")
+	b.ReportMetric(total+pings, prefix+"round-trips/s")
 	b.ReportMetric(float64(d1-d0), prefix+"pgss-deallocs")
 }
 

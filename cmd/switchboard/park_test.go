@@ -65,6 +65,11 @@ func TestParkedRiverWakesForARunInsertedElsewhere(t *testing.T) {
 		}
 		id := run["id"].(string)
 		testwait.For(t, 20*time.Second, "the run to succeed on the woken worker", func() bool { return runStatus(t, conn, id) == "succeeded" })
+		var wake time.Duration
+		if err := conn.QueryRow(ctx, `SELECT started_at - created_at FROM task_runs WHERE id = $1`, id).Scan(&wake); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: the run started %s after it was created, River parked", round, wake)
 		testwait.For(t, 20*time.Second, "River to park again", func() bool { return worker.river.Parked() && worker.river.Parks() > parks })
 	}
 }

@@ -98,11 +98,15 @@ type Cluster struct {
 	// healthySince is when this node's heartbeats last started succeeding
 	// without a break (Unix nanoseconds; 0 while they fail).
 	healthySince atomic.Int64
-	drainOnce    sync.Once
-	leaveOnce    sync.Once
-	metrics      *clusterMetrics
-	actions      map[string]Action
-	base         startstop.Base
+	// seen is what the last successful heartbeat read of the other nodes
+	// (nil before one, and while heartbeats fail): DeadNodes answers from
+	// it without a statement.
+	seen      atomic.Pointer[beatView]
+	drainOnce sync.Once
+	leaveOnce sync.Once
+	metrics   *clusterMetrics
+	actions   map[string]Action
+	base      startstop.Base
 }
 
 // New builds the node's membership without starting it.
@@ -211,19 +215,38 @@ func (c *Cluster) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.HeartbeatEvery)
 	defer cancel()
 	rescue := c.opts.RescueJobs != nil && c.mayRescue()
-	dead, err := nodeBeat(ctx, c.opts.DB, c.self(), rescue, c.opts.ExpireAfter)
+	others, err := nodeBeat(ctx, c.opts.DB, c.self(), c.opts.ExpireAfter)
 	if err != nil {
 		c.healthySince.Store(0)
+		c.seen.Store(nil)
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
-	if !rescue || len(dead) == 0 {
+	c.seen.Store(&beatView{at: time.Now(), others: others})
+	if !rescue {
 		return nil
 	}
-	if _, err := c.rescue(ctx, dead); err != nil {
+	if _, err := c.rescue(ctx, expired(others)); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	return nil
+}
+
+// beatView is the other nodes as a heartbeat read them, and when.
+type beatView struct {
+	at     time.Time
+	others []nodeLeft
+}
+
+// expired are the nodes whose time was up when the heartbeat read them.
+func expired(others []nodeLeft) []string {
+	var ids []string
+	for _, o := range others {
+		if o.left < 0 {
+			ids = append(ids, o.id)
+		}
+	}
+	return ids
 }
 
 // mayRescue is false until this node has heartbeated without a break for

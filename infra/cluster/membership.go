@@ -38,11 +38,19 @@ func nodeUpsert(ctx context.Context, q db.DB, n Node) error {
 	return nil
 }
 
-// nodeBeat is nodeUpsert and, when listExpired, nodesExpired in one
-// statement: a heartbeat that may rescue costs one round trip, not two. The
-// expired nodes are read from the statement's snapshot, before this beat,
-// so this node itself is left out (its own beat is in the same statement).
-func nodeBeat(ctx context.Context, q db.DB, n Node, listExpired bool, expire time.Duration) ([]string, error) {
+// nodeLeft is another node as a heartbeat saw it: how long until it
+// expires (negative: expired that long ago).
+type nodeLeft struct {
+	id   string
+	left time.Duration
+}
+
+// nodeBeat is nodeUpsert and the other nodes' time left before they
+// expire, in one statement: a heartbeat is one round trip, and what it
+// reads answers both the rescue of expired nodes and DeadNodes. The other
+// nodes are read from the statement's snapshot, before this beat, so this
+// node itself is left out (its own beat is in the same statement).
+func nodeBeat(ctx context.Context, q db.DB, n Node, expire time.Duration) ([]nodeLeft, error) {
 	rows, err := q.Query(ctx, `
 		WITH beat AS (
 			INSERT INTO cluster_nodes (id, name, addr, roles, version, started_at, heartbeat_at, draining)
@@ -50,17 +58,23 @@ func nodeBeat(ctx context.Context, q db.DB, n Node, listExpired bool, expire tim
 			ON CONFLICT (id) DO UPDATE
 			SET addr = EXCLUDED.addr, heartbeat_at = now(), draining = EXCLUDED.draining
 		)
-		SELECT id::text FROM cluster_nodes
-		WHERE $8 AND id::text <> $1::text AND heartbeat_at < clock_timestamp() - make_interval(secs => $9)`,
-		n.ID, n.Name, n.Addr, n.Roles, n.Version, n.StartedAt, n.Draining, listExpired, expire.Seconds())
+		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => $8) - clock_timestamp()) * 1000)::bigint
+		FROM cluster_nodes WHERE id::text <> $1::text`,
+		n.ID, n.Name, n.Addr, n.Roles, n.Version, n.StartedAt, n.Draining, expire.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	others, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (nodeLeft, error) {
+		var o nodeLeft
+		var ms int64
+		err := row.Scan(&o.id, &ms)
+		o.left = time.Duration(ms) * time.Millisecond
+		return o, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
 	}
-	return ids, nil
+	return others, nil
 }
 
 func nodeDelete(ctx context.Context, q db.DB, id string) error {
