@@ -15,11 +15,11 @@ import (
 // judges no node dead (see mayRescue) and says when it may.
 //
 // While heartbeats succeed it answers from the last one, which read every
-// other node's time left in its own statement: no round trip of its own.
-// A node is then judged dead at the first heartbeat after its time is up
-// (within HeartbeatEvery), and the caller is told to look again after the
-// heartbeat following the next expiry. Without a recent heartbeat it asks
-// the database.
+// other node's time left in its own statement: while every node beats, no
+// round trip of its own. Only when a node's time, reckoned from that
+// heartbeat, is up does it ask the database (the node may have beaten
+// since): so a dead node is still judged at its expiry, to the
+// millisecond, for one statement.
 func (c *Cluster) DeadNodes(ctx context.Context) ([]string, time.Duration, error) {
 	if !c.mayRescue() {
 		since := c.healthySince.Load()
@@ -29,8 +29,8 @@ func (c *Cluster) DeadNodes(ctx context.Context) ([]string, time.Duration, error
 		return nil, time.Until(time.Unix(0, since).Add(c.opts.ExpireAfter)) + time.Millisecond, nil
 	}
 	if v := c.seen.Load(); v != nil {
-		if age := time.Since(v.at); age < c.opts.HeartbeatEvery+c.opts.HeartbeatEvery/2 {
-			return v.deadNodes(age, c.opts.HeartbeatEvery, c.opts.ExpireAfter)
+		if next, ok := v.untilExpiry(time.Since(v.at), c.opts.ExpireAfter); ok {
+			return nil, next, nil
 		}
 	}
 	rows, err := c.opts.DB.Query(ctx, `
@@ -57,20 +57,20 @@ func (c *Cluster) DeadNodes(ctx context.Context) ([]string, time.Duration, error
 	return dead, next, nil
 }
 
-// deadNodes is DeadNodes from a heartbeat's view, age old: the nodes it
-// saw expired, and the wait until the heartbeat that first sees the next
-// live one expired (beats come every beatEvery after the view's).
-func (v *beatView) deadNodes(age, beatEvery, expire time.Duration) ([]string, time.Duration, error) {
-	next := expire // no other node: any that registers now lives at least this long
-	for _, o := range v.others {
-		if o.left >= 0 {
-			next = min(next, o.left)
-		}
+// untilExpiry is how long until the first other node's time is up,
+// reckoned from the view, age old; ok is false when one's already is (or
+// the view is older than any node's time).
+func (v *beatView) untilExpiry(age, expire time.Duration) (next time.Duration, ok bool) {
+	if age >= expire {
+		return 0, false
 	}
-	// The first beat after next (counted from the view), a little after it
-	// has read the database.
-	// (A beat that is late finds the caller looking again every tenth of
-	// a beat, without a statement, until it comes.)
-	beats := next/beatEvery + 1
-	return expired(v.others), max(beats*beatEvery-age, 0) + beatEvery/10, nil
+	next = expire - age // no other node: any that registers now lives at least this long
+	for _, o := range v.others {
+		left := o.left - age
+		if left < 0 {
+			return 0, false
+		}
+		next = min(next, left)
+	}
+	return next + time.Millisecond, true
 }

@@ -27,8 +27,9 @@ func (q *queryCounter) Query(ctx context.Context, sql string, args ...any) (pgx.
 }
 
 // DeadNodes answers from the last heartbeat, which read every other node
-// in its own statement: asking it costs no round trip, and a node that
-// stops beating is judged dead within a beat of its expiry.
+// in its own statement: while every node beats, asking costs no round
+// trip; a node that stops beating is still judged dead (the database is
+// asked once its time is up).
 func TestDeadNodesFromTheHeartbeat(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
