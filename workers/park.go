@@ -91,12 +91,8 @@ func (a *activity) quietFor() time.Duration {
 // and tell Outlook what it found.
 func (r *River) SetLook(look func()) { r.look.Store(&look) }
 
-// Parked reports whether the client is parked.
-func (r *River) Parked() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.parked
-}
+// Parked reports whether the client is parked (or parking).
+func (r *River) Parked() bool { return r.parked.Load() }
 
 // Wake starts a parked client again (soon, on its own goroutine): work
 // was announced. It also counts as activity.
@@ -158,7 +154,7 @@ func (r *River) parkLoop(ctx context.Context) {
 				recheck.Reset(r.park.After - quiet)
 				continue
 			}
-			r.parkNow()
+			r.parkNow(ctx)
 		case <-recheck.C:
 			if p := r.look.Load(); p != nil && !r.Parked() {
 				(*p)()
@@ -167,24 +163,25 @@ func (r *River) parkLoop(ctx context.Context) {
 	}
 }
 
-// parkNow stops the client unless a drain or Stop began, a job runs here,
-// or it is parked already.
-func (r *River) parkNow() {
+// parkNow stops the client unless a drain or Stop began, or it is parked
+// already. A job fetched meanwhile keeps it running until the job ends
+// (River's Stop waits for it, up to StopTimeout or until the park loop's
+// ctx ends): it counts as parked all the same, since fetching stopped, and
+// unpark waits for that stop to finish before it starts the client again.
+func (r *River) parkNow(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.parked || r.stopping || r.drained != nil || r.act.inflight.Load() > 0 {
+	if r.parked.Load() || r.stopping || r.drained != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.stopTimeout)
-	defer cancel()
-	if err := r.client.Stop(ctx); err != nil {
-		// A job fetched meanwhile did not finish in time: it keeps
-		// running, and the client with it.
-		r.logger.Warn("river could not park", "error", err)
-		return
-	}
-	r.parked = true
+	r.parked.Store(true)
 	r.parks.Add(1)
+	sctx, cancel := context.WithTimeout(ctx, r.stopTimeout)
+	defer cancel()
+	if err := r.client.Stop(sctx); err != nil && ctx.Err() == nil {
+		r.logger.Info("river parks once its running job ends", "error", err)
+		return
+	}
 	r.logger.Debug("river parked: nothing due")
 }
 
@@ -195,6 +192,15 @@ func (r *River) unpark(ctx context.Context) {
 		if !r.Parked() {
 			return // the common case: a notification while running
 		}
+		// A park whose stop waited for a running job: that stop must end
+		// before a Start does anything.
+		if stopped := r.client.Stopped(); stopped != nil {
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				return
+			}
+		}
 		// River's Start cannot be bounded (its context is the client's
 		// for good) and a Stop or drain waits for it: it starts only once
 		// the database answered a ping within a bound.
@@ -202,7 +208,7 @@ func (r *River) unpark(ctx context.Context) {
 		err := r.ping(pctx)
 		cancel()
 		r.mu.Lock()
-		if !r.parked || r.stopping || r.drained != nil {
+		if !r.parked.Load() || r.stopping || r.drained != nil {
 			r.mu.Unlock()
 			return
 		}
@@ -210,13 +216,16 @@ func (r *River) unpark(ctx context.Context) {
 			err = r.client.Start(context.WithoutCancel(ctx))
 		}
 		if err == nil {
-			r.parked = false
+			r.parked.Store(false)
 			r.act.touch()
 			r.mu.Unlock()
 			r.logger.Debug("river unparked: work is due")
 			return
 		}
 		r.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
 		r.logger.Warn("river could not start again; retrying", "error", err)
 		t := time.NewTimer(time.Second)
 		select {

@@ -71,7 +71,7 @@ type River struct {
 	stopping bool               // Stop began: no drain starts any more
 	cancel   context.CancelFunc // of the drain's soft stop
 	drained  chan struct{}      // closed when the drain's soft stop returned
-	parked   bool               // the client stopped while idle (park.go)
+	parked   atomic.Bool        // the client stopped (or is stopping) while idle (park.go); set under mu
 }
 
 // NewRiver builds the client: a working one when opts.Work, an insert-only

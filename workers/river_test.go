@@ -26,6 +26,17 @@ func TestRiverStartStop(t *testing.T) {
 		t.Parallel()
 		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newRiver(t, true) })
 	})
+	t.Run("WorkingParks", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service {
+			r, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true,
+				Workers: Options{DB: pool}, StopTimeout: 5 * time.Second, Park: ParkOptions{After: time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		})
+	})
 	t.Run("InsertOnly", func(t *testing.T) {
 		t.Parallel()
 		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newRiver(t, false) })

@@ -1,0 +1,153 @@
+package workers
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/jobs"
+)
+
+// parkingRiver is a working River on pool that parks after 100 ms idle.
+func parkingRiver(t *testing.T, pool *pgxpool.Pool, stopTimeout time.Duration) *River {
+	t.Helper()
+	r, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true,
+		Workers: Options{DB: pool, Webhook: WebhookOptions{AllowPrivate: true}}, StopTimeout: stopTimeout,
+		Park: ParkOptions{After: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// nothingDue is the claim loop's look on an idle cluster.
+var nothingDue = jobs.Outlook{Claim: jobs.NoWork, Job: jobs.NoWork}
+
+// park tells r nothing is due until it parks.
+func park(t *testing.T, r *River) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, "River to park", func() bool {
+		r.Outlook(nothingDue)
+		return r.Parked()
+	})
+}
+
+// parkTask creates a task of owner with action, due in an hour.
+func parkTask(t *testing.T, pool *pgxpool.Pool, owner string, action jobs.Action) string {
+	t.Helper()
+	task := jobs.Task{OwnerID: owner, Name: "park-" + uuid.NewString()[:8], Schedule: new("@every 1h"), Active: true,
+		Overlap: jobs.OverlapAllow, Action: action}
+	if err := task.Normalize(true); err != nil {
+		t.Fatal(err)
+	}
+	out, err := jobs.CreateTask(context.Background(), pool, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.ID
+}
+
+func waitRunStatus(t *testing.T, pool *pgxpool.Pool, id, want string) {
+	t.Helper()
+	testwait.For(t, 20*time.Second, "run "+id+" "+want, func() bool {
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT status FROM task_runs WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s == want
+	})
+}
+
+func TestRiverParks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	owner := dbtest.User(t, pool, nil).ID
+
+	t.Run("work near wakes it, and a wake works a job", func(t *testing.T) {
+		t.Parallel()
+		r := parkingRiver(t, pool, 5*time.Second)
+		park(t, r)
+		// A tick within UnparkLead: the claim loop's look starts River.
+		if ahead := r.Outlook(jobs.Outlook{Claim: UnparkLead / 2, Job: jobs.NoWork}); ahead != 0 {
+			t.Fatalf("work near: asked to look again %s ahead", ahead)
+		}
+		testwait.For(t, 10*time.Second, "River to start for the tick", func() bool { return !r.Parked() })
+		park(t, r)
+		if ahead := r.Outlook(jobs.Outlook{Claim: ParkHorizon / 2 * 3 / 2, Job: jobs.NoWork}); ahead != UnparkLead || !r.Parked() {
+			t.Fatalf("a tick in %s, parked: asked %s ahead (parked %v), want %s, still parked", ParkHorizon*3/4, ahead, r.Parked(), UnparkLead)
+		}
+		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionPublish, Event: "parked"})
+		run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wake() // what the insert notification does, through the bus
+		waitRunStatus(t, pool, run.ID, jobs.StatusSucceeded)
+	})
+
+	// A job fetched as River parks keeps the stop waiting past its
+	// timeout; once it ends, a wake must still start River (a Start
+	// while a Stop has not finished does nothing).
+	t.Run("a park that waited for a running job still wakes", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(target.Close)
+		r := parkingRiver(t, pool, 300*time.Millisecond)
+		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
+		slow, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wake()
+		waitRunStatus(t, pool, slow.ID, jobs.StatusRunning)
+		r.parkNow(ctx) // as if the job had been fetched after the quiet check
+		if !r.Parked() {
+			t.Fatal("not parked after the stop timed out")
+		}
+		// Work arrives while that stop still waits for the job.
+		next, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wake()
+		close(release)
+		waitRunStatus(t, pool, slow.ID, jobs.StatusSucceeded)
+		waitRunStatus(t, pool, next.ID, jobs.StatusSucceeded)
+	})
+
+	t.Run("drained or stopped while parked, it stays stopped", func(t *testing.T) {
+		t.Parallel()
+		r := parkingRiver(t, pool, 5*time.Second)
+		park(t, r)
+		r.Drain()
+		r.Wake()
+		r.Outlook(jobs.Outlook{Claim: 0, Job: jobs.NoWork, Available: true})
+		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionPublish, Event: "drained"})
+		run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wake()
+		r.Stop()
+		var status string
+		if err := pool.QueryRow(ctx, `SELECT status FROM task_runs WHERE id = $1`, run.ID).Scan(&status); err != nil || status != jobs.StatusQueued {
+			t.Fatalf("a drained node worked a run: %s (%v)", status, err)
+		}
+	})
+}
