@@ -116,7 +116,7 @@ func (r *River) Outlook(o jobs.Outlook) time.Duration {
 		r.Wake()
 		return 0
 	}
-	if o.Claim <= ParkHorizon || o.Job <= ParkHorizon {
+	if o.Claim <= ParkHorizon || o.Job <= ParkHorizon || r.localWorkWithin(ParkHorizon) {
 		if r.Parked() {
 			return UnparkLead
 		}
@@ -124,6 +124,49 @@ func (r *River) Outlook(o jobs.Outlook) time.Duration {
 	}
 	r.signal(r.parkCh)
 	return UnparkLead
+}
+
+// WorkAt tells parking that a job of this replica becomes fetchable at t:
+// a retry or a snooze the run worker just returned to River. The claim
+// loop's look cannot tell yet (River records the retry after Work
+// returns, in a batch), so River keeps running while t is within
+// ParkHorizon and, parked, starts again UnparkLead before t. The run
+// worker calls it (parkingReleaser).
+func (r *River) WorkAt(t time.Time) {
+	if r.act == nil {
+		return
+	}
+	now, at := time.Now().UnixNano(), t.UnixNano()
+	for {
+		old := r.workAt.Load()
+		if old > now && old <= at {
+			return // an earlier one is pending
+		}
+		if r.workAt.CompareAndSwap(old, at) {
+			break
+		}
+	}
+	r.signal(r.replanCh)
+}
+
+// localWorkWithin: a retry or snooze of this replica falls within d.
+func (r *River) localWorkWithin(d time.Duration) bool {
+	at := r.workAt.Load()
+	return at > time.Now().UnixNano() && time.Until(time.Unix(0, at)) <= d
+}
+
+// parkingReleaser passes a run's retry or snooze time to the claim loop's
+// releaser (next, if any) and to parking.
+type parkingReleaser struct {
+	next  Releaser
+	river *River
+}
+
+func (p parkingReleaser) ReleaseAt(t time.Time) {
+	p.river.WorkAt(t)
+	if p.next != nil {
+		p.next.ReleaseAt(t)
+	}
 }
 
 func (r *River) signal(ch chan struct{}) {
@@ -138,16 +181,29 @@ func (r *River) signal(ch chan struct{}) {
 func (r *River) parkLoop(ctx context.Context) {
 	recheck := time.NewTimer(r.park.After)
 	defer recheck.Stop()
+	local := time.NewTimer(time.Hour) // UnparkLead before this replica's next retry or snooze
+	local.Stop()
+	defer local.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.replanCh:
+			if at := r.workAt.Load(); at > time.Now().UnixNano() {
+				local.Reset(max(time.Until(time.Unix(0, at))-UnparkLead, 0))
+			}
+		case <-local.C:
+			r.unpark(ctx)
+			recheck.Reset(r.park.After)
 		case <-r.wakeCh:
 			r.unpark(ctx)
 			// Ask again once it could have been idle long enough: only
 			// a look tells whether nothing is due any more.
 			recheck.Reset(r.park.After)
 		case <-r.parkCh:
+			if r.localWorkWithin(ParkHorizon) {
+				continue // the timer above wakes it, if it parks later
+			}
 			if quiet := r.act.quietFor(); quiet < r.park.After {
 				// Not yet: look again once it would have been quiet
 				// long enough (a job, a wake meanwhile push it later).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +151,63 @@ func TestRiverParks(t *testing.T) {
 			t.Fatalf("a drained node worked a run: %s (%v)", status, err)
 		}
 	})
+}
+
+// A retry due after River parked: the claim loop looks UnparkLead before
+// it (the retry's job waits, retryable, for River's scheduler, which only
+// a running leader runs), River starts, and the retry runs. Only the
+// look-ahead can wake it here: nothing hears the releaser's notification
+// while River is parked (no bus in this test) and the loop's idle poll is
+// an hour.
+func TestParkedRiverRunsARetryDueLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	owner := dbtest.User(t, pool, nil).ID
+	var calls atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(target.Close)
+	const backoff = ParkHorizon + 2*time.Second // past the horizon: River parks meanwhile
+	r, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true,
+		Workers: Options{DB: pool, Webhook: WebhookOptions{AllowPrivate: true},
+			RetryBackoff: func(int) time.Duration { return backoff }},
+		StopTimeout: 5 * time.Second, Park: ParkOptions{After: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimer := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.Client(), Listening: func() bool { return true },
+		IdlePoll: time.Hour, Outlook: r.Outlook})
+	r.SetLook(claimer.Look)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	if err := claimer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(claimer.Stop)
+
+	task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
+	run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Wake()
+	testwait.For(t, 20*time.Second, "the first attempt to fail", func() bool { return calls.Load() >= 1 })
+	parks := r.Parks()
+	testwait.For(t, 20*time.Second, "River to park while the retry waits", func() bool { return r.Parks() > parks })
+	waitRunStatus(t, pool, run.ID, jobs.StatusSucceeded)
+	var late time.Duration
+	if err := pool.QueryRow(ctx, `
+		SELECT a2.started_at - a1.finished_at FROM task_run_attempts a1, task_run_attempts a2
+		WHERE a1.run_id = $1 AND a1.attempt = 1 AND a2.run_id = $1 AND a2.attempt = 2`, run.ID).Scan(&late); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("attempt 2 started %s after attempt 1 ended (backoff %s), River parked in between", late, backoff)
 }

@@ -64,6 +64,8 @@ type River struct {
 	act            *activity
 	look           atomic.Pointer[func()]
 	wakeCh, parkCh chan struct{}
+	replanCh       chan struct{}               // workAt moved earlier
+	workAt         atomic.Int64                // unix ns of the earliest retry or snooze of this replica's jobs (WorkAt)
 	ping           func(context.Context) error // the database, before a start
 	parks          atomic.Int64                // times parked
 
@@ -78,6 +80,13 @@ type River struct {
 // one otherwise.
 func NewRiver(opts RiverOptions) (*River, error) {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	r := &River{work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second),
+		park: opts.Park, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1), replanCh: make(chan struct{}, 1),
+		ping: opts.Pool.Ping}
+	if opts.Work && !opts.PollOnly && opts.Park.After > 0 {
+		r.act = &activity{}
+		r.act.touch()
+	}
 	// A web-only client inserts delayed runs too (jobs.Trigger): they go
 	// in available at run_at, like the worker's (RiverConfig).
 	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river"),
@@ -85,25 +94,26 @@ func NewRiver(opts RiverOptions) (*River, error) {
 	if opts.Work {
 		wopts := opts.Workers
 		wopts.ClientID, wopts.Logger = cmp.Or(wopts.ClientID, opts.ClientID), cmp.Or(wopts.Logger, logger)
+		if r.act != nil {
+			// A retry or snooze of this replica keeps River running for it.
+			wopts.Releaser = parkingReleaser{next: wopts.Releaser, river: r}
+		}
 		var err error
 		if cfg, err = RiverConfig(wopts); err != nil {
 			return nil, fmt.Errorf("river config: %w", err)
 		}
 	}
 	cfg.Middleware = append(cfg.Middleware, riverMiddleware(opts.TracerProvider)...)
-	var act *activity
-	if opts.Work && !opts.PollOnly && opts.Park.After > 0 {
-		act = &activity{}
-		act.touch()
-		cfg.Middleware = append(cfg.Middleware, act)
+	if r.act != nil {
+		cfg.Middleware = append(cfg.Middleware, r.act)
 	}
 	cfg.PollOnly = opts.PollOnly
 	client, err := river.NewClient(riverDriver(opts.Pool, opts.ListenPool), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &River{client: client, work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second),
-		park: opts.Park, act: act, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1), ping: opts.Pool.Ping}, nil
+	r.client = client
+	return r, nil
 }
 
 // Client is the River client, for inserting jobs and the River UI.
