@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,11 +48,17 @@ var idleSources = []struct {
 // replica costs. The first replica was River's leader until it parked;
 // parked, neither is. On a shared server whose pg_stat_statements fills
 // up, evicted entries make the figures lower bounds; pgss-deallocs counts
-// the evictions meanwhile. BENCH_PARK_AFTER=0 measures replicas that never
-// park (River running: about three round trips a second).
+// the evictions meanwhile. The baseline, river_always_running, is the
+// same with SWITCHBOARD_RIVER_PARK_AFTER=0 (River never parks; 10 s to
+// settle instead of the wait to park).
 //
 //	go test -run '^$' -bench IdleReplica -benchtime 1x ./cmd/switchboard/
 func BenchmarkIdleReplica(b *testing.B) {
+	b.Run("parks", func(b *testing.B) { idleReplica(b, 30*time.Second) }) // SWITCHBOARD_RIVER_PARK_AFTER's default
+	b.Run("river_always_running", func(b *testing.B) { idleReplica(b, 0) })
+}
+
+func idleReplica(b *testing.B, parkAfter time.Duration) {
 	ctx := context.Background()
 	// The follower's role, dropped last: after its database (it owns
 	// what it made there).
@@ -79,7 +84,7 @@ func BenchmarkIdleReplica(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	srv := startIdleReplica(b, dbURL, "")
+	srv := startIdleReplica(b, dbURL, "", parkAfter)
 	x0 := idleXacts(b, admin, name)
 	s0, d0, err0 := idleStatements(ctx, admin, name, "")
 	p0 := idlePings(b, srv)
@@ -99,39 +104,32 @@ func BenchmarkIdleReplica(b *testing.B) {
 		if testing.Verbose() {
 			logIdleStatements(ctx, b, admin, name, "")
 		}
-		idleFollower(ctx, b, admin, u, name, role)
+		idleFollower(ctx, b, admin, u, name, role, parkAfter)
 	}
 	b.ReportMetric(0, "ns/op")
 }
 
-// startIdleReplica starts a replica on dbURL with the default park delay
-// (or BENCH_PARK_AFTER), waits for its River to park (reporting how long
-// that took as prefix+"parked-after-s") and for 2 s more.
-func startIdleReplica(b *testing.B, dbURL, prefix string) *testServer {
+// startIdleReplica starts a replica on dbURL that parks River after
+// parkAfter (0: never), waits for River to park (reporting how long that
+// took as prefix+"parked-after-s") and for 2 s more, or, never parking, 10 s.
+func startIdleReplica(b *testing.B, dbURL, prefix string, parkAfter time.Duration) *testServer {
 	cfg := testConfig(b, dbURL)
-	cfg.RiverParkAfter = 30 * time.Second // SWITCHBOARD_RIVER_PARK_AFTER's default
-	if v, ok := os.LookupEnv("BENCH_PARK_AFTER"); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("BENCH_PARK_AFTER: %v", err)
-		}
-		cfg.RiverParkAfter = d
-	}
+	cfg.RiverParkAfter = parkAfter
 	begun := time.Now()
 	srv := startServer(b, cfg)
-	if cfg.RiverParkAfter > 0 {
-		deadline := time.Now().Add(3 * time.Minute)
-		for !srv.river.Parked() {
-			if time.Now().After(deadline) {
-				b.Fatalf("River did not park within 3 minutes of idling")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		b.ReportMetric(time.Since(begun).Seconds(), prefix+"parked-after-s")
-		time.Sleep(2 * time.Second) // settle: an interval to wait out, not an event
-	} else {
-		time.Sleep(10 * time.Second) // settle, as before parking existed
+	if parkAfter == 0 {
+		time.Sleep(10 * time.Second) // settle: an interval to wait out, not an event
+		return srv
 	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for !srv.river.Parked() {
+		if time.Now().After(deadline) {
+			b.Fatalf("River did not park within 3 minutes of idling")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.ReportMetric(time.Since(begun).Seconds(), prefix+"parked-after-s")
+	time.Sleep(2 * time.Second) // settle, as above
 	return srv
 }
 
@@ -154,13 +152,13 @@ func idlePings(b *testing.B, srv *testServer) float64 {
 // idleFollower starts a second replica on the database, connecting as a
 // new role, and reports its statements per second by source, prefixed
 // "follower-".
-func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name, role string) {
+func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL, name, role string, parkAfter time.Duration) {
 	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN SUPERUSER`); err != nil {
 		b.Fatal(err)
 	}
 	fu := *u
 	fu.User = url.User(role)
-	srv := startIdleReplica(b, fu.String(), "follower-")
+	srv := startIdleReplica(b, fu.String(), "follower-", parkAfter)
 	s0, d0, err0 := idleStatements(ctx, admin, name, role)
 	p0 := idlePings(b, srv)
 	start := time.Now()
