@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
@@ -40,8 +41,9 @@ var idleSources = []struct {
 // pg_stat_statements loaded (point TEST_DATABASE_URL at one started with
 // shared_preload_libraries=pg_stat_statements) it also counts statements,
 // BEGIN and COMMIT included, by source; round-trips/s is their sum plus
-// the bus's pings of its LISTEN connection (an empty query, which
-// pg_stat_statements does not see; counted by the bus). A second replica
+// the pings, which pg_stat_statements does not see (empty queries): the
+// bus's of its LISTEN connection and the pool's of a connection idle for
+// over db.PingIdleAfter before it hands it out. A second replica
 // (the same wiring, connecting as a role of its own so that its statements
 // count apart) then starts on the same database, parks, settles, and its
 // statements over 60 s are the follower-… figures: what each further
@@ -95,7 +97,7 @@ func idleReplica(b *testing.B, parkAfter time.Duration) {
 	x1 := idleXacts(b, admin, name)
 	b.ReportMetric(float64(x1-x0)/elapsed, "xacts/s")
 	s1, d1, err1 := idleStatements(ctx, admin, name, "")
-	pings := (idlePings(b, srv) - p0) / elapsed
+	pings := idlePings(b, srv).rate(p0, elapsed)
 	if err := cmp.Or(err0, err1); err != nil && preloaded {
 		b.Logf("no statement counts: %v", err)
 	}
@@ -133,20 +135,30 @@ func startIdleReplica(b *testing.B, dbURL, prefix string, parkAfter time.Duratio
 	return srv
 }
 
-// idlePings is how many times the replica's bus pinged its LISTEN
-// connection so far (switchboard_bus_listen_pings_total).
-func idlePings(b *testing.B, srv *testServer) float64 {
+// idlePings is how many round trips the replica spent on pings so far:
+// the bus's of its LISTEN connection (switchboard_bus_listen_pings_total)
+// and its pool's before handing out a connection idle for over
+// db.PingIdleAfter (db.Pings). pg_stat_statements sees neither.
+func idlePings(b *testing.B, srv *testServer) pingCounts {
 	families, err := srv.registry.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, f := range families {
 		if f.GetName() == "switchboard_bus_listen_pings_total" {
-			return f.GetMetric()[0].GetCounter().GetValue()
+			return pingCounts{listen: f.GetMetric()[0].GetCounter().GetValue(), pool: float64(db.Pings(srv.pool))}
 		}
 	}
 	b.Fatal("no switchboard_bus_listen_pings_total")
-	return 0
+	return pingCounts{}
+}
+
+// pingCounts are counts of pings, or rates of them.
+type pingCounts struct{ listen, pool float64 }
+
+// rate is the pings per second since p0.
+func (p pingCounts) rate(p0 pingCounts, elapsed float64) pingCounts {
+	return pingCounts{listen: (p.listen - p0.listen) / elapsed, pool: (p.pool - p0.pool) / elapsed}
 }
 
 // idleFollower starts a second replica on the database, connecting as a
@@ -165,7 +177,7 @@ func idleFollower(ctx context.Context, b *testing.B, admin *pgx.Conn, u *url.URL
 	time.Sleep(60 * time.Second)
 	elapsed := time.Since(start).Seconds()
 	s1, d1, err1 := idleStatements(ctx, admin, name, role)
-	pings := (idlePings(b, srv) - p0) / elapsed
+	pings := idlePings(b, srv).rate(p0, elapsed)
 	if err := cmp.Or(err0, err1); err != nil {
 		b.Fatalf("follower statements: %v", err)
 	}
@@ -190,14 +202,14 @@ func dropIdleRole(b *testing.B, role string) {
 }
 
 // reportIdleStatements reports the statements per second by source between
-// two readings and the LISTEN pings per second, and their sum as
-// round-trips/s, each name after prefix.
+// two readings and the pings per second (LISTEN's, the pool's), and their
+// sum as round-trips/s, each name after prefix.
 // On a shared server whose pg_stat_statements is full, entries are
 // evicted: one evicted and made again counts from 0 (its calls since),
 // one evicted for good is lost, so the figures are then lower bounds —
 // pgss-deallocs (evictions during the reading, anywhere on the server)
 // says when.
-func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleStatement, d0, d1 int64, elapsed, pings float64) {
+func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleStatement, d0, d1 int64, elapsed float64, pings pingCounts) {
 	bySource := map[string]int64{}
 	for key, st := range s1 {
 		n := st.calls - s0[key].calls
@@ -212,8 +224,9 @@ func reportIdleStatements(b *testing.B, prefix string, s0, s1 map[string]idleSta
 		total += d
 		b.ReportMetric(d, prefix+src+"-stmts/s")
 	}
-	b.ReportMetric(pings, prefix+"listen-pings/s")
-	b.ReportMetric(total+pings, prefix+"round-trips/s")
+	b.ReportMetric(pings.listen, prefix+"listen-pings/s")
+	b.ReportMetric(pings.pool, prefix+"pool-pings/s")
+	b.ReportMetric(total+pings.listen+pings.pool, prefix+"round-trips/s")
 	b.ReportMetric(float64(d1-d0), prefix+"pgss-deallocs")
 }
 

@@ -6,9 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -76,10 +80,21 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.HealthCheckPeriod = 5 * time.Second
+	pings := new(atomic.Int64)
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		if p.IdleDuration <= PingIdleAfter {
+			return false
+		}
+		pings.Add(1)
+		return true
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
+	key := weak.Make(pool)
+	poolPings.Store(key, pings)
+	runtime.AddCleanup(pool, func(k weak.Pointer[pgxpool.Pool]) { poolPings.Delete(k) }, key)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
@@ -87,6 +102,30 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return pool, nil
+}
+
+// PingIdleAfter: a connection idle for longer is pinged (a round trip)
+// before the pool hands it out, so one the server closed meanwhile is
+// replaced rather than failing a statement. pgx's default is a second,
+// which made every heartbeat of an idle replica (one statement every 2 s,
+// on the connection last used) two round trips; the pool hands out the
+// connection released last, so at 5 s a replica's periodic statements
+// find it warm. A connection the server closed less than 5 s after its
+// last use fails its next statement once (the pool then drops it), as one
+// closed within the second did before.
+const PingIdleAfter = 5 * time.Second
+
+// poolPings counts each Connect pool's pings (Pings), forgotten with the
+// pool.
+var poolPings sync.Map // weak.Pointer[pgxpool.Pool] → *atomic.Int64
+
+// Pings is how many connections pool pinged before handing them out (a
+// pool Connect did not open: 0).
+func Pings(pool *pgxpool.Pool) int64 {
+	if c, ok := poolPings.Load(weak.Make(pool)); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 // Package errors the data layer translates Postgres errors into.
