@@ -29,6 +29,15 @@ const Channel = "switchboard_bus"
 // (counted in bytes). Anything that large goes to bus_spill.
 const maxNotifyBytes = 8000
 
+// DefaultIdlePing: a LISTEN connection that heard nothing for this long is
+// pinged (a round trip; it must answer within 2 s). A connection that dies
+// without a reset (a lost network) is found within about 12 s, and what
+// was appended meanwhile is read once LISTEN is back (the streams'
+// catch-up), so a longer wait delays, never loses; an idle replica pays a
+// ping every 10 s for it (it paid one every 5 s before the idle round trip
+// budget of issue 18).
+const DefaultIdlePing = 10 * time.Second
+
 // BusOptions configure a Bus; zero values mean defaults.
 type BusOptions struct {
 	Pool   *pgxpool.Pool
@@ -57,7 +66,7 @@ type BusOptions struct {
 	// Poll-only, none is heard; Listening reports which.
 	Notices map[string]func()
 	// IdlePing: ping the LISTEN connection after this long without a
-	// notification; default 5 s.
+	// notification; default DefaultIdlePing.
 	IdlePing time.Duration
 	// FindUserTimeout bounds the wait for a node to answer "I hold user X"
 	// before an RPC answers 404; default 1 s.
@@ -167,7 +176,7 @@ type outgoing struct {
 // through the bus once cmd hands it over (Hub.PublishThrough).
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
-	opts.IdlePing = cmp.Or(opts.IdlePing, 5*time.Second)
+	opts.IdlePing = cmp.Or(opts.IdlePing, DefaultIdlePing)
 	opts.PollInterval = cmp.Or(opts.PollInterval, time.Second)
 	if opts.PollOnly {
 		// "Who holds user X?" and its answer each wait for a poll.

@@ -107,13 +107,14 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 // PingIdleAfter: a connection idle for longer is pinged (a round trip)
 // before the pool hands it out, so one the server closed meanwhile is
 // replaced rather than failing a statement. pgx's default is a second,
-// which made every heartbeat of an idle replica (one statement every 2 s,
-// on the connection last used) two round trips; the pool hands out the
-// connection released last, so at 5 s a replica's periodic statements
-// find it warm. A connection the server closed less than 5 s after its
-// last use fails its next statement once (the pool then drops it), as one
-// closed within the second did before.
-const PingIdleAfter = 5 * time.Second
+// which made most statements of an idle replica two round trips: the pool
+// hands its idle connections out in turn, so with a heartbeat every 2 s
+// and a few connections each had been idle for several seconds. A
+// connection the server closed less than 10 s after its last use fails
+// its next statement once (the pool then drops it), as one closed within
+// the second did before; after a restart or failover that is a few
+// statements, which the run worker's writes retry (RetryTransient).
+const PingIdleAfter = 10 * time.Second
 
 // poolPings counts each Connect pool's pings (Pings), forgotten with the
 // pool.
