@@ -58,6 +58,10 @@ func TestValidate(t *testing.T) {
 		{"claim idle poll under a second", func(c *Config) { c.ClaimIdlePoll = 500 * time.Millisecond }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
 		{"claim idle poll over an hour", func(c *Config) { c.ClaimIdlePoll = 2 * time.Hour }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
 		{"claim idle poll of a minute", func(c *Config) { c.ClaimIdlePoll = time.Minute }, ""},
+		{"river park after under a second", func(c *Config) { c.RiverParkAfter = 500 * time.Millisecond }, "SWITCHBOARD_RIVER_PARK_AFTER"},
+		{"river park after over an hour", func(c *Config) { c.RiverParkAfter = 2 * time.Hour }, "SWITCHBOARD_RIVER_PARK_AFTER"},
+		{"negative river park after", func(c *Config) { c.RiverParkAfter = -time.Second }, "SWITCHBOARD_RIVER_PARK_AFTER"},
+		{"river never parks", func(c *Config) { c.RiverParkAfter = 0 }, ""},
 		{"transaction pooling", func(c *Config) {
 			c.DatabaseURL, c.DatabasePooling, c.ListenURL = "postgres://bouncer/x", " Transaction ", "postgres://db/x"
 			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
@@ -163,6 +167,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if !c.HasRole(RoleWeb) || !c.HasRole(RoleWorker) || c.AuthRate != 5 || c.AuthBurst != 8 || c.UserRate != 50 || c.UserBurst != 100 || c.RateLimitTimeout != 250*time.Millisecond || !c.Embedded() {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c.RiverParkAfter != 30*time.Second {
+		t.Fatalf("SWITCHBOARD_RIVER_PARK_AFTER default %s, want 30s (README, docs/api.md)", c.RiverParkAfter)
 	}
 	if c.RunWorkers != 1000 {
 		t.Fatalf("run workers: %d", c.RunWorkers)
