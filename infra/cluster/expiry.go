@@ -2,10 +2,7 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DeadNodes lists the other nodes judged dead (silent for longer than
@@ -33,28 +30,17 @@ func (c *Cluster) DeadNodes(ctx context.Context) ([]string, time.Duration, error
 			return nil, next, nil
 		}
 	}
-	rows, err := c.opts.DB.Query(ctx, `
-		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => $1) - clock_timestamp()) * 1000)::bigint
-		FROM cluster_nodes WHERE id::text <> $2`, c.opts.ExpireAfter.Seconds(), c.opts.NodeID)
+	others, err := nodesLeft(ctx, c.opts.DB, c.opts.NodeID, c.opts.ExpireAfter)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list dead nodes: %w", err)
+		return nil, 0, err
 	}
-	var dead []string
 	next := c.opts.ExpireAfter // no other node: any that registers now lives at least this long
-	var id string
-	var leftMS int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &leftMS}, func() error {
-		if left := time.Duration(leftMS) * time.Millisecond; left < 0 {
-			dead = append(dead, id)
-		} else {
-			next = min(next, left)
+	for _, o := range others {
+		if o.left >= 0 {
+			next = min(next, o.left)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list dead nodes: %w", err)
 	}
-	return dead, next, nil
+	return expired(others), next, nil
 }
 
 // untilExpiry is how long until the first other node's time is up,

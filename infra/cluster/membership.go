@@ -64,17 +64,36 @@ func nodeBeat(ctx context.Context, q db.DB, n Node, expire time.Duration) ([]nod
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
 	}
-	others, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (nodeLeft, error) {
-		var o nodeLeft
-		var ms int64
-		err := row.Scan(&o.id, &ms)
-		o.left = time.Duration(ms) * time.Millisecond
-		return o, err
-	})
+	others, err := pgx.CollectRows(rows, scanNodeLeft)
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
 	}
 	return others, nil
+}
+
+// nodesLeft is every node but self with its time left (nodeBeat's read,
+// alone).
+func nodesLeft(ctx context.Context, q db.DB, self string, expire time.Duration) ([]nodeLeft, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => $1) - clock_timestamp()) * 1000)::bigint
+		FROM cluster_nodes WHERE id::text <> $2`, expire.Seconds(), self)
+	if err != nil {
+		return nil, fmt.Errorf("list dead nodes: %w", err)
+	}
+	others, err := pgx.CollectRows(rows, scanNodeLeft)
+	if err != nil {
+		return nil, fmt.Errorf("list dead nodes: %w", err)
+	}
+	return others, nil
+}
+
+// scanNodeLeft reads a row of (id, milliseconds left).
+func scanNodeLeft(row pgx.CollectableRow) (nodeLeft, error) {
+	var o nodeLeft
+	var ms int64
+	err := row.Scan(&o.id, &ms)
+	o.left = time.Duration(ms) * time.Millisecond
+	return o, err
 }
 
 func nodeDelete(ctx context.Context, q db.DB, id string) error {
