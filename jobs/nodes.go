@@ -114,7 +114,7 @@ func notifyRescued(ctx context.Context, tx pgx.Tx, rescued []RescuedJob) error {
 		return nil
 	}
 	_, err := tx.Exec(ctx, `
-		SELECT pg_notify(coalesce(current_schema(), '') || '.river_insert', json_build_object('queue', q)::text)
+		SELECT pg_notify(`+insertChannelSQL("''")+`, json_build_object('queue', q)::text)
 		FROM unnest($1::text[]) AS q`, queues)
 	if err != nil {
 		return fmt.Errorf("rescue jobs: notify: %w", err)

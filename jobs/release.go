@@ -158,6 +158,26 @@ func (r *releaser) loop(ctx context.Context) {
 	}
 }
 
+// insertChannelSQL is the SQL of River's insert notification channel for
+// the River schema given by the SQL expression schema (” : the current
+// schema): <schema>.river_insert, as River names it when it notifies
+// (client.go maybeNotifyInsertForQueues, PGNotifyMany) and when its
+// listener LISTENs (riverpgxv5 Listener). Every notification we send on
+// River's behalf, and the bus's LISTEN for it, name it through this.
+func insertChannelSQL(schema string) string {
+	return `coalesce(NULLIF(` + schema + `, ''), current_schema(), '') || '.river_insert'`
+}
+
+// InsertChannel is River's insert notification channel on q's database
+// with River's default schema.
+func InsertChannel(ctx context.Context, q db.DB) (string, error) {
+	var channel string
+	if err := q.QueryRow(ctx, `SELECT `+insertChannelSQL("''")).Scan(&channel); err != nil {
+		return "", fmt.Errorf("river insert channel: %w", err)
+	}
+	return channel, nil
+}
+
 // notify sends River's insert notification for the run queue once the
 // database's clock reached tick: its producers fetch with the database's
 // now(), so a notification sent by a clock running ahead would find the
@@ -173,7 +193,7 @@ func (r *releaser) notify(ctx context.Context, tick time.Time) {
 	}
 	_, err = r.db.Exec(ctx, `
 		SELECT pg_sleep(LEAST(1, GREATEST(0, EXTRACT(EPOCH FROM $1::timestamptz - clock_timestamp())))),
-		       pg_notify(coalesce(NULLIF($2, ''), current_schema()) || '.river_insert', $3)`,
+		       pg_notify(`+insertChannelSQL("$2")+`, $3)`,
 		tick, r.schema, string(payload))
 	if err != nil && ctx.Err() == nil {
 		r.logger.Warn("notify river of runs due", "error", err)

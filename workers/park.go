@@ -2,14 +2,12 @@ package workers
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -291,17 +289,6 @@ func (r *River) unpark(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// InsertChannel is River's insert notification channel on q's database:
-// <current schema>.river_insert, as River's listener and inserts name it
-// (riverpgxv5 Listener, PGNotifyMany) with the default schema.
-func InsertChannel(ctx context.Context, q db.DB) (string, error) {
-	var schema string
-	if err := q.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
-		return "", fmt.Errorf("river insert channel: %w", err)
-	}
-	return schema + ".river_insert", nil
 }
 
 // Parks is how many times the client parked.

@@ -241,12 +241,12 @@ func (a *app) parkAfter() time.Duration {
 }
 
 // riverInsertChannel is River's insert notification channel when this
-// replica parks River (workers.InsertChannel), else "".
+// replica parks River (jobs.InsertChannel), else "".
 func (a *app) riverInsertChannel(ctx context.Context) (string, error) {
 	if a.parkAfter() == 0 {
 		return "", nil
 	}
-	return workers.InsertChannel(ctx, a.pool)
+	return jobs.InsertChannel(ctx, a.pool)
 }
 
 // Start runs the service list; it returns once everything runs. On a
