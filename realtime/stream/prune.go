@@ -56,15 +56,28 @@ type PruneResult struct {
 // two partial indexes on heads, never from events: those an append marked
 // due (past prune_at) and those whose oldest event is too old. SKIP LOCKED:
 // a stream being appended to right now waits for the next pass, so Prune
-// never waits for an append (and never deadlocks with one).
+// does not queue behind appends.
+//
+// why: the heads are locked in stream-name order, the order every append
+// locks its heads in. SKIP LOCKED does not keep Postgres from waiting: when
+// the version it locks was updated by an append that has just committed,
+// it also locks the newer versions, waiting for an append updating them
+// now (heap_lock_updated_tuple, "while locking updated version"). Locked in
+// any other order, that append may be waiting for a head this pass holds:
+// a deadlock that aborts the prune or, as often, the append. Candidates are
+// taken unlocked (one LIMIT per index) and locked in one ordered pass;
+// "SKIP LOCKED" then means a busy candidate is left to the next pass.
 const lockDueSQL = `
-WITH due AS (
-    SELECT id FROM stream_heads WHERE due LIMIT @batch FOR UPDATE SKIP LOCKED
-), old AS (
-    SELECT id FROM stream_heads WHERE oldest_ts < now() - make_interval(secs => @max_age)
-    LIMIT @batch FOR UPDATE SKIP LOCKED
+WITH candidates AS (
+    (SELECT id FROM stream_heads WHERE due LIMIT @batch)
+    UNION
+    (SELECT id FROM stream_heads WHERE oldest_ts < now() - make_interval(secs => @max_age) LIMIT @batch)
 )
-SELECT id FROM due UNION SELECT id FROM old`
+SELECT h.id FROM stream_heads h
+WHERE h.id IN (SELECT id FROM candidates)
+  AND (h.due OR h.oldest_ts < now() - make_interval(secs => @max_age))
+ORDER BY h.stream
+FOR UPDATE OF h SKIP LOCKED`
 
 // pruneSQL prunes the locked streams. It runs after lockDueSQL in the same
 // transaction, so its snapshot holds every event the locked heads count.
