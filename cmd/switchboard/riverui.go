@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"riverqueue.com/riverui"
@@ -21,25 +22,42 @@ const riverUIIdle = 10 * time.Minute
 // stops them. Without them the UI counts on each request (River UI's
 // stateAndCountGetEndpoint: exact for small states, an estimate for
 // large ones).
+//
+// why: each period of use gets a new handler. A River UI handler whose
+// services were told to stop says nothing when they have stopped, and
+// its Start does nothing until they have: a request just after an idle
+// stop would have started nothing, and the counts would have stayed off
+// for another riverUIIdle.
 type lazyRiverUI struct {
-	ui     *riverui.Handler
+	build  func() (*riverui.Handler, error)
 	idle   time.Duration
 	logger *slog.Logger
 
+	ui atomic.Pointer[riverui.Handler] // serves requests
+
 	mu     sync.Mutex
 	cancel context.CancelFunc // of the running services; nil: stopped
+	stale  bool               // ui's services were started once: the next period builds anew
 	timer  *time.Timer
 	closed bool // Stop was called: nothing starts any more
 }
 
-func newLazyRiverUI(ui *riverui.Handler, logger *slog.Logger) *lazyRiverUI {
-	return &lazyRiverUI{ui: ui, idle: riverUIIdle, logger: logger}
+// newLazyRiverUI builds the first handler now, so a bad option fails the
+// start of the replica.
+func newLazyRiverUI(build func() (*riverui.Handler, error), logger *slog.Logger) (*lazyRiverUI, error) {
+	ui, err := build()
+	if err != nil {
+		return nil, err
+	}
+	u := &lazyRiverUI{build: build, idle: riverUIIdle, logger: logger}
+	u.ui.Store(ui)
+	return u, nil
 }
 
 // ServeHTTP notes the use, then serves the request.
 func (u *lazyRiverUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.used()
-	u.ui.ServeHTTP(w, r)
+	u.ui.Load().ServeHTTP(w, r)
 }
 
 // used starts the background services, or pushes their stop later.
@@ -53,8 +71,18 @@ func (u *lazyRiverUI) used() {
 		u.timer.Reset(u.idle)
 		return
 	}
+	if u.stale {
+		ui, err := u.build()
+		if err != nil {
+			u.logger.Warn("river ui background counts did not start; counting on each request", "error", err)
+			return
+		}
+		u.ui.Store(ui)
+		u.stale = false
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := u.ui.Start(ctx); err != nil {
+	u.stale = true
+	if err := u.ui.Load().Start(ctx); err != nil {
 		cancel()
 		u.logger.Warn("river ui background counts did not start; counting on each request", "error", err)
 		return

@@ -72,13 +72,16 @@ func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
 		})
 	}
 	if a.cfg.HasRole(config.RoleWeb) {
-		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-			Endpoints: riverui.NewEndpoints(a.river.Client(), nil), Logger: a.logger.With("component", "riverui"), Prefix: "/riverui",
-		})
+		logger := a.logger.With("component", "riverui")
+		ui, err := newLazyRiverUI(func() (*riverui.Handler, error) {
+			return riverui.NewHandler(&riverui.HandlerOpts{
+				Endpoints: riverui.NewEndpoints(a.river.Client(), nil), Logger: logger, Prefix: "/riverui",
+			})
+		}, logger)
 		if err != nil {
 			return s, fmt.Errorf("river ui: %w", err)
 		}
-		s.riverUI = newLazyRiverUI(ui, a.logger.With("component", "riverui"))
+		s.riverUI = ui
 	}
 	return s, nil
 }
