@@ -35,11 +35,13 @@ type lazyRiverUI struct {
 
 	ui atomic.Pointer[riverui.Handler] // serves requests
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // of the running services; nil: stopped
-	stale  bool               // ui's services were started once: the next period builds anew
-	timer  *time.Timer
-	closed bool // Stop was called: nothing starts any more
+	mu      sync.Mutex
+	cancel  context.CancelFunc // of the running services; nil: stopped
+	stale   bool               // ui's services were started once: the next period builds anew
+	period  int                // counts starts; a timer stops only its own period
+	lastUse time.Time
+	timer   *time.Timer
+	closed  bool // Stop was called: nothing starts any more
 }
 
 // newLazyRiverUI builds the first handler now, so a bad option fails the
@@ -67,6 +69,7 @@ func (u *lazyRiverUI) used() {
 	if u.closed {
 		return
 	}
+	u.lastUse = time.Now()
 	if u.cancel != nil {
 		u.timer.Reset(u.idle)
 		return
@@ -88,12 +91,22 @@ func (u *lazyRiverUI) used() {
 		return
 	}
 	u.cancel = cancel
-	u.timer = time.AfterFunc(u.idle, u.idleStop)
+	u.period++
+	period := u.period
+	// why: a timer that fired while used held the lock, and was Reset
+	// there, fires again later: it must not stop the next period.
+	u.timer = time.AfterFunc(u.idle, func() { u.idleStop(period) })
 }
 
-func (u *lazyRiverUI) idleStop() {
+// idleStop stops the services of the given period, unless used pushed
+// the stop later meanwhile (the timer fired while used held the lock and
+// Reset it) or a later period runs.
+func (u *lazyRiverUI) idleStop(period int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if period != u.period || u.lastUse.Add(u.idle).After(time.Now()) {
+		return
+	}
 	if u.cancel != nil {
 		u.cancel()
 		u.cancel = nil

@@ -35,35 +35,71 @@ func (c *cachedCounts) WithGroup(string) slog.Handler      { return c }
 // whose services are still stopping ignores Start: reusing it left the
 // counts off for another idle period.) River UI's first count comes about
 // 10 s after its start, so this test takes that long.
-func TestRiverUICountsAgainRightAfterAnIdleStop(t *testing.T) {
-	t.Parallel()
+// newTestRiverUI is a lazyRiverUI over a River client on a test database,
+// counting the handlers it builds.
+func newTestRiverUI(t *testing.T, logger *slog.Logger) (*lazyRiverUI, *int) {
 	pool := dbtest.NewPool(t)
 	client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{Logger: dbtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := &cachedCounts{}
-	logger := slog.New(counts)
-	builds := 0
+	builds := new(int)
 	u, err := newLazyRiverUI(func() (*riverui.Handler, error) {
-		builds++
+		*builds++
 		return riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(client, nil), Logger: logger, Prefix: "/riverui"})
 	}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { u.Stop(context.Background()) })
+	return u, builds
+}
+
+func TestRiverUICountsAgainRightAfterAnIdleStop(t *testing.T) {
+	t.Parallel()
+	counts := &cachedCounts{}
+	u, builds := newTestRiverUI(t, slog.New(counts))
+	u.mu.Lock()
+	u.idle = time.Millisecond
+	u.mu.Unlock()
 	u.used()
-	u.idleStop()
+	for stopped := false; !stopped; time.Sleep(time.Millisecond) {
+		u.mu.Lock()
+		if stopped = u.cancel == nil; stopped {
+			u.idle = time.Minute
+		}
+		u.mu.Unlock()
+	}
 	u.used() // at once: the first handler's services are still stopping
 	deadline := time.Now().Add(20 * time.Second)
 	for counts.n.Load() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no background count within 20 s of the second use (%d handlers built)", builds)
+			t.Fatalf("no background count within 20 s of the second use (%d handlers built)", *builds)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if builds != 2 {
-		t.Fatalf("%d handlers built for two periods of use, want 2", builds)
+	if *builds != 2 {
+		t.Fatalf("%d handlers built for two periods of use, want 2", *builds)
+	}
+}
+
+// TestRiverUIStopTimerAfterAUse: a stop timer that fired while a request
+// was pushing the stop later (it waited for the lock, then the request
+// Reset it: it fires again) stops nothing; a timer of an earlier period
+// stops nothing either.
+func TestRiverUIStopTimerAfterAUse(t *testing.T) {
+	t.Parallel()
+	u, _ := newTestRiverUI(t, dbtest.Logger(t))
+	u.used()
+	u.mu.Lock()
+	period := u.period
+	u.mu.Unlock()
+	u.idleStop(period) // as if fired just before that use took the lock
+	u.idleStop(period - 1)
+	u.mu.Lock()
+	running := u.cancel != nil
+	u.mu.Unlock()
+	if !running {
+		t.Fatal("a stop timer that fired during a use stopped the background counts")
 	}
 }

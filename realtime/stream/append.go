@@ -56,7 +56,10 @@ SELECT epoch, stream_offset, ts FROM numbered ORDER BY ord`
 // the statement is its own transaction and has committed when Append
 // returns. Inside a caller's transaction it holds the heads of the streams
 // it touched until that transaction ends, so appends to those streams wait:
-// keep such transactions short.
+// keep such transactions short, and make one Append per transaction (put
+// every event in it): a second Append would lock its heads after the
+// first's, out of the name order that keeps appends and Prune from
+// deadlocking.
 //
 // An invalid event (ErrInvalid) fails the whole batch and stores nothing.
 func Append(ctx context.Context, q db.DB, events []Event) ([]Position, error) {

@@ -55,8 +55,9 @@ type PruneResult struct {
 // lockDueSQL picks the streams that may have something to prune, from the
 // two partial indexes on heads, never from events: those an append marked
 // due (past prune_at) and those whose oldest event is too old. SKIP LOCKED:
-// a stream being appended to right now waits for the next pass, so Prune
-// does not queue behind appends.
+// a stream being appended to right now is left to the next pass (Prune
+// may still wait for an append, see below, but never for more than one
+// per head).
 //
 // why: the heads are locked in stream-name order, the order every append
 // locks its heads in. SKIP LOCKED does not keep Postgres from waiting: when
