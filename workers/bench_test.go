@@ -263,3 +263,81 @@ func (n *benchNode) rate(b *testing.B, count int, done string, start func()) flo
 	waitCount(b, n, base+count, 2*time.Minute, done)
 	return float64(count) / time.Since(began).Seconds()
 }
+
+// BenchmarkThroughputFloor: the least a scheduled run can cost, against
+// raw River no-op jobs on the same node, in the same run. Its "floor" runs
+// keep only what claiming a tick exactly once needs (DESIGN.md's claim):
+// a claim loop locks due tasks (FOR UPDATE SKIP LOCKED, batches and
+// parallel claims as the claim loop's), advances them and inserts a no-op River job per tick in
+// the same transaction; River works the jobs. No run rows, no attempts, no
+// announcements: any design of runs costs at least this. Its ratio to the
+// no-op rate bounds issue 18's goal 1 from above.
+func BenchmarkThroughputFloor(b *testing.B) {
+	const jobsCount = 5000
+	ctx := context.Background()
+	n := newBenchNode(b, nil)
+	const done = `SELECT count(*) FROM river_job WHERE kind = 'bench_noop' AND state = 'completed'`
+	noop := n.rate(b, jobsCount, done, func() {
+		params := make([]river.InsertManyParams, jobsCount)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: noopArgs{}}
+		}
+		if _, err := n.river.InsertManyFast(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	})
+	n.createTasks(b, jobsCount, "@every 1h", publishAction, time.Now().Add(-100*time.Millisecond))
+	// The claim loop's defaults: batches of 100, four claim transactions
+	// at once while a backlog drains (ClaimerOptions).
+	const batch, parallel = 100, 4
+	claimErr := make(chan error, parallel)
+	floor := n.rate(b, jobsCount, done, func() {
+		for range parallel {
+			go func() { claimErr <- n.claimFloor(ctx, batch) }()
+		}
+	})
+	for range parallel {
+		if err := <-claimErr; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(noop, "noop_done/s")
+	b.ReportMetric(floor, "floor_done/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// claimFloor claims every due task, batch by batch, as BenchmarkThroughputFloor
+// says, until none is due.
+func (n *benchNode) claimFloor(ctx context.Context, batch int) error {
+	for {
+		tx, err := n.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM tasks WHERE active AND next_run_at <= now()
+			ORDER BY next_run_at LIMIT $1 FOR UPDATE SKIP LOCKED`, batch)
+		var ids []uuid.UUID
+		if err == nil {
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		}
+		if err == nil && len(ids) > 0 {
+			_, err = tx.Exec(ctx, `UPDATE tasks SET next_run_at = next_run_at + interval '1 hour',
+				run_count = run_count + 1, last_run_at = now() WHERE id = ANY($1)`, ids)
+		}
+		if err == nil && len(ids) > 0 {
+			params := make([]river.InsertManyParams, len(ids))
+			for i := range params {
+				params[i] = river.InsertManyParams{Args: noopArgs{}}
+			}
+			_, err = n.river.InsertManyFastTx(ctx, tx, params)
+		}
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		_ = tx.Rollback(ctx)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+	}
+}
