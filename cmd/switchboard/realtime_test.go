@@ -340,19 +340,38 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 		// the bus is not backed up for the other tests.
 		payload := map[string]string{"fill": strings.Repeat("x", 4000)}
 		base, sent := metric(t, cl.a, "switchboard_bus_received_total", ""), 0.0
-		deadline := time.Now().Add(30 * time.Second)
-		for metric(t, cl.a, "switchboard_ws_slow_consumer_disconnects_total", "") == 0 {
+		deadline := time.Now().Add(60 * time.Second) // a bound for failing; quiet, it takes ~4 s, 28 s on a 2-core machine with 10 busy loops
+		slow := func() bool { return metric(t, cl.a, "switchboard_ws_slow_consumer_disconnects_total", "") > 0 }
+		// why: the test must read again soon after the hub gives up on the
+		// socket. The hub's close frame waits behind the server's write
+		// stuck since the buffers filled, and both have WriteWait (10 s):
+		// a test that noticed late (it looked once per flood of 50 and
+		// its wait) got the socket cut without the close frame (1006) on
+		// a loaded machine. So it looks every 16 frames, and a flood of
+		// 256 (the hub's 1 MiB send queue in 4 KB frames) overflows the
+		// queue once the buffers are full.
+		flood := func() bool { // false: the slow consumer was detected
+			for range 16 {
+				if slow() {
+					return false
+				}
+				for range 16 {
+					// Ephemeral: stored events wait for a slow reader instead (no 3008).
+					if err := cl.c.bus.PublishUser(ctx, user, "typing", payload); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sent += 16
+			}
+			return true
+		}
+		for flood() {
 			if time.Now().After(deadline) {
 				t.Fatal("the slow consumer was never detected")
 			}
-			for range 50 {
-				// Ephemeral: stored events wait for a slow reader instead (no 3008).
-				if err := cl.c.bus.PublishUser(ctx, user, "typing", payload); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sent += 50
-			testwait.For(t, 15*time.Second, "A took in the flood", func() bool { return metric(t, cl.a, "switchboard_bus_received_total", "")-base >= sent })
+			testwait.For(t, 15*time.Second, "A took in the flood", func() bool {
+				return slow() || metric(t, cl.a, "switchboard_bus_received_total", "")-base >= sent
+			})
 		}
 		_ = tcp.SetReadBuffer(1 << 20)
 		for {
