@@ -287,23 +287,35 @@ func BenchmarkThroughputFloor(b *testing.B) {
 		}
 	})
 	n.createTasks(b, jobsCount, "@every 1h", publishAction, time.Now().Add(-100*time.Millisecond))
-	// The claim loop's defaults: batches of 100, four claim transactions
-	// at once while a backlog drains (ClaimerOptions).
-	const batch, parallel = 100, 4
-	claimErr := make(chan error, parallel)
-	floor := n.rate(b, jobsCount, done, func() {
-		for range parallel {
-			go func() { claimErr <- n.claimFloor(ctx, batch) }()
-		}
-	})
-	for range parallel {
-		if err := <-claimErr; err != nil {
-			b.Fatal(err)
-		}
+	var wait func() error
+	floor := n.rate(b, jobsCount, done, func() { wait = n.startFloor(ctx) })
+	if err := wait(); err != nil {
+		b.Fatal(err)
 	}
 	b.ReportMetric(noop, "noop_done/s")
 	b.ReportMetric(floor, "floor_done/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// startFloor claims every due task as BenchmarkThroughputFloor says, in
+// the background, with the claim loop's defaults: batches of 100, four
+// claim transactions at once while a backlog drains (ClaimerOptions).
+// wait returns once nothing is due, with the first error.
+func (n *benchNode) startFloor(ctx context.Context) (wait func() error) {
+	const batch, parallel = 100, 4
+	errs := make(chan error, parallel)
+	for range parallel {
+		go func() { errs <- n.claimFloor(ctx, batch) }()
+	}
+	return func() error {
+		var first error
+		for range parallel {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }
 
 // claimFloor claims every due task, batch by batch, as BenchmarkThroughputFloor

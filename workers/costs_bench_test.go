@@ -16,8 +16,9 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// BenchmarkThroughputCosts runs BenchmarkThroughput's three phases and
-// prints what each job or run costs: statements, statement time and WAL
+// BenchmarkThroughputCosts runs BenchmarkThroughput's three phases, and
+// BenchmarkThroughputFloor's floor runs after the no-op jobs, and prints
+// what each job or run costs: statements, statement time and WAL
 // records (pg_stat_statements, on this benchmark's database only; never
 // reset, it is shared), and CPU of this process and of its Postgres
 // backends (/proc). CPU is steadier than the rates on a shared machine.
@@ -56,6 +57,13 @@ func BenchmarkThroughputCosts(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	n.claimer.SetPaused(true)
+	n.createTasks(b, count, "@every 1h", publishAction, time.Now().Add(-100*time.Millisecond))
+	var wait func() error
+	measure("floor", `SELECT count(*) FROM river_job WHERE kind = 'bench_noop' AND state = 'completed'`, func() { wait = n.startFloor(ctx) })
+	if err := wait(); err != nil {
+		b.Fatal(err)
+	}
 	for _, a := range []struct{ name, action string }{
 		{"publish", publishAction},
 		{"webhook", fmt.Sprintf(`{"type":"webhook","url":%q}`, target.URL+"/hook")},
