@@ -22,16 +22,28 @@ type Node struct {
 	Draining     bool
 }
 
-// nodeUpsert registers n or refreshes its heartbeat. An upsert rather than an
-// update: a node whose row was reaped (a long pause, a database outage)
+// upsertSQL registers the node ($1–$7: id, name, addr, roles, version,
+// started_at, draining) or refreshes its heartbeat. An upsert rather than
+// an update: a node whose row was reaped (a long pause, a database outage)
 // registers itself again on its next beat.
-func nodeUpsert(ctx context.Context, q db.DB, n Node) error {
-	_, err := q.Exec(ctx, `
+const upsertSQL = `
 		INSERT INTO cluster_nodes (id, name, addr, roles, version, started_at, heartbeat_at, draining)
 		VALUES ($1, $2, $3, $4, $5, $6, now(), $7)
 		ON CONFLICT (id) DO UPDATE
-		SET addr = EXCLUDED.addr, heartbeat_at = now(), draining = EXCLUDED.draining`,
-		n.ID, n.Name, n.Addr, n.Roles, n.Version, n.StartedAt, n.Draining)
+		SET addr = EXCLUDED.addr, heartbeat_at = now(), draining = EXCLUDED.draining`
+
+// othersLeftSQL reads every node but self with the milliseconds left
+// before it expires, given the SQL parameters holding the expiry (seconds)
+// and self's id.
+func othersLeftSQL(expire, self string) string {
+	return `
+		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => ` + expire + `) - clock_timestamp()) * 1000)::bigint
+		FROM cluster_nodes WHERE id::text <> ` + self + `::text`
+}
+
+// nodeUpsert runs upsertSQL.
+func nodeUpsert(ctx context.Context, q db.DB, n Node) error {
+	_, err := q.Exec(ctx, upsertSQL, n.ID, n.Name, n.Addr, n.Roles, n.Version, n.StartedAt, n.Draining)
 	if err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
@@ -51,38 +63,27 @@ type nodeLeft struct {
 // nodes are read from the statement's snapshot, before this beat, so this
 // node itself is left out (its own beat is in the same statement).
 func nodeBeat(ctx context.Context, q db.DB, n Node, expire time.Duration) ([]nodeLeft, error) {
-	rows, err := q.Query(ctx, `
-		WITH beat AS (
-			INSERT INTO cluster_nodes (id, name, addr, roles, version, started_at, heartbeat_at, draining)
-			VALUES ($1, $2, $3, $4, $5, $6, now(), $7)
-			ON CONFLICT (id) DO UPDATE
-			SET addr = EXCLUDED.addr, heartbeat_at = now(), draining = EXCLUDED.draining
-		)
-		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => $8) - clock_timestamp()) * 1000)::bigint
-		FROM cluster_nodes WHERE id::text <> $1::text`,
+	rows, err := q.Query(ctx, `WITH beat AS (`+upsertSQL+`)`+othersLeftSQL("$8", "$1"),
 		n.ID, n.Name, n.Addr, n.Roles, n.Version, n.StartedAt, n.Draining, expire.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("register node: %w", err)
-	}
-	others, err := pgx.CollectRows(rows, scanNodeLeft)
-	if err != nil {
-		return nil, fmt.Errorf("register node: %w", err)
-	}
-	return others, nil
+	return collectNodesLeft(rows, err, "register node")
 }
 
 // nodesLeft is every node but self with its time left (nodeBeat's read,
 // alone).
 func nodesLeft(ctx context.Context, q db.DB, self string, expire time.Duration) ([]nodeLeft, error) {
-	rows, err := q.Query(ctx, `
-		SELECT id::text, (extract(epoch FROM heartbeat_at + make_interval(secs => $1) - clock_timestamp()) * 1000)::bigint
-		FROM cluster_nodes WHERE id::text <> $2`, expire.Seconds(), self)
+	rows, err := q.Query(ctx, othersLeftSQL("$1", "$2"), expire.Seconds(), self)
+	return collectNodesLeft(rows, err, "list dead nodes")
+}
+
+// collectNodesLeft reads the rows of othersLeftSQL; what names the
+// statement in errors.
+func collectNodesLeft(rows pgx.Rows, err error, what string) ([]nodeLeft, error) {
 	if err != nil {
-		return nil, fmt.Errorf("list dead nodes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	others, err := pgx.CollectRows(rows, scanNodeLeft)
 	if err != nil {
-		return nil, fmt.Errorf("list dead nodes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return others, nil
 }
