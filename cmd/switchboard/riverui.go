@@ -74,19 +74,8 @@ func (u *lazyRiverUI) used() {
 		u.timer.Reset(u.idle)
 		return
 	}
-	if u.stale {
-		ui, err := u.build()
-		if err != nil {
-			u.logger.Warn("river ui background counts did not start; counting on each request", "error", err)
-			return
-		}
-		u.ui.Store(ui)
-		u.stale = false
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	u.stale = true
-	if err := u.ui.Load().Start(ctx); err != nil {
-		cancel()
+	cancel, err := u.start()
+	if err != nil {
 		u.logger.Warn("river ui background counts did not start; counting on each request", "error", err)
 		return
 	}
@@ -96,6 +85,25 @@ func (u *lazyRiverUI) used() {
 	// why: a timer that fired while used held the lock, and was Reset
 	// there, fires again later: it must not stop the next period.
 	u.timer = time.AfterFunc(u.idle, func() { u.idleStop(period) })
+}
+
+// start starts a period's services (u.mu held), on a new handler when the
+// current one was started before.
+func (u *lazyRiverUI) start() (context.CancelFunc, error) {
+	if u.stale {
+		ui, err := u.build()
+		if err != nil {
+			return nil, err
+		}
+		u.ui.Store(ui)
+	}
+	u.stale = true
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := u.ui.Load().Start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	return cancel, nil
 }
 
 // idleStop stops the services of the given period, unless used pushed
