@@ -215,6 +215,10 @@ func (c *Cluster) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.HeartbeatEvery)
 	defer cancel()
 	rescue := c.opts.RescueJobs != nil && c.mayRescue()
+	// why: the view's clock starts before the statement, so its times left
+	// err short by the round trip (DeadNodes then asks the database a
+	// little early), never long.
+	sent := time.Now()
 	others, err := nodeBeat(ctx, c.opts.DB, c.self(), c.opts.ExpireAfter)
 	if err != nil {
 		c.healthySince.Store(0)
@@ -222,7 +226,7 @@ func (c *Cluster) beat(ctx context.Context) error {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
-	c.seen.Store(&beatView{at: time.Now(), others: others})
+	c.seen.Store(&beatView{at: sent, others: others})
 	if !rescue {
 		return nil
 	}
