@@ -36,6 +36,6 @@ func TestConnectPingsOnlyLongIdleConnections(t *testing.T) {
 	}
 	other := dbtest.NewPool(t)
 	if db.Pings(other) != 0 {
-		t.Fatal("a pool Connect did not open has pings counted")
+		t.Fatal("a second pool counts the first pool's pings")
 	}
 }
