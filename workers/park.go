@@ -224,19 +224,26 @@ func (r *River) parkLoop(ctx context.Context) {
 // unpark waits for that stop to finish before it starts the client again.
 func (r *River) parkNow(ctx context.Context) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.parked.Load() || r.stopping || r.drained != nil {
+		r.mu.Unlock()
 		return
 	}
 	r.parked.Store(true)
 	r.parks.Add(1)
+	r.mu.Unlock()
+	// why: the stop runs without mu. Drain and Stop take mu, and this stop
+	// may wait up to StopTimeout for a job fetched meanwhile: a drain (its
+	// socket drain, the node marked draining) must not wait behind it.
+	// River lets their stops begin beside this one; unpark, the only
+	// Start, runs on this goroutine.
 	sctx, cancel := context.WithTimeout(ctx, r.stopTimeout)
 	defer cancel()
-	if err := r.client.Stop(sctx); err != nil && ctx.Err() == nil {
+	switch err := r.client.Stop(sctx); {
+	case err == nil:
+		r.logger.Debug("river parked: nothing due")
+	case ctx.Err() == nil:
 		r.logger.Info("river parks once its running job ends", "error", err)
-		return
 	}
-	r.logger.Debug("river parked: nothing due")
 }
 
 // unpark starts a parked client again; a failure is retried after a

@@ -132,6 +132,36 @@ func TestRiverParks(t *testing.T) {
 		waitRunStatus(t, pool, next.ID, jobs.StatusSucceeded)
 	})
 
+	// A park's stop may wait for a job fetched meanwhile (up to
+	// StopTimeout); a drain begun then must not wait behind it.
+	t.Run("a drain does not wait for a park's stop", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-release
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(target.Close)
+		r := parkingRiver(t, pool, time.Minute)
+		t.Cleanup(func() { close(release) }) // before r.Stop (cleanups run last first)
+		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
+		slow, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wake()
+		waitRunStatus(t, pool, slow.ID, jobs.StatusRunning)
+		go r.parkNow(ctx) // its stop waits for the job, held until the test ends
+		testwait.For(t, 5*time.Second, "the park", r.Parked)
+		drained := make(chan struct{})
+		go func() { r.Drain(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Drain waited for the park's stop (the job still runs)")
+		}
+	})
+
 	t.Run("drained or stopped while parked, it stays stopped", func(t *testing.T) {
 		t.Parallel()
 		r := parkingRiver(t, pool, 5*time.Second)
