@@ -164,7 +164,8 @@ type Outlook struct {
 	// Job is how long until the earliest task-run job that waits for a
 	// later time becomes fetchable (NoWork: none waits).
 	Job time.Duration
-	// Available: a task-run job is fetchable now.
+	// Available: a task-run job is fetchable now, or waits past its time
+	// for River's scheduler (scheduled or retryable: a client must run).
 	Available bool
 }
 
@@ -347,8 +348,8 @@ func DueStats(ctx context.Context, q db.DB) (due int, untilNext time.Duration, e
 // jobAt the earliest future scheduled_at of a task-run job that waits for
 // it (zero: none): a delayed on-demand run, a tick claimed ahead, a retry
 // or a snooze, whether River holds it available, scheduled or retryable;
-// available is whether a task-run job is fetchable now. It is the claim
-// loop's one idle statement.
+// available is whether a task-run job is fetchable now or overdue for
+// River's scheduler. It is the claim loop's one idle statement.
 func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilNext time.Duration, jobAt time.Time, available bool, err error) {
 	var secs *float64
 	var at *time.Time
@@ -368,8 +369,7 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		       -- filter (the planner then takes river_job_kind), would read
 		       -- every matching job.
 		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`),
-		       EXISTS (SELECT 1 FROM river_job WHERE state = 'available' AND queue = 'default'
-		           AND priority = 1 AND scheduled_at <= now())`, lead).
+		       `+jobDue("available")+` OR `+jobDue("scheduled")+` OR `+jobDue("retryable"), lead).
 		Scan(&due, &secs, &at, &available)
 	if err != nil {
 		return 0, 0, time.Time{}, false, fmt.Errorf("due stats: %w", err)
@@ -387,8 +387,21 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 
 // jobMin is dueStats' subquery for the earliest future run job in state.
 func jobMin(state string) string {
-	return `(SELECT min(scheduled_at) FROM river_job WHERE state = '` + state + `' AND queue = 'default'
-		AND priority = 1 AND scheduled_at > now())`
+	return `(SELECT min(scheduled_at) FROM ` + runJobs(state) + ` AND scheduled_at > now())`
+}
+
+// jobDue is dueStats' subquery for a run job in state whose time has
+// come: fetchable (available), or waiting for River's scheduler, which
+// runs only in a running client (scheduled, retryable).
+func jobDue(state string) string {
+	return `EXISTS (SELECT 1 FROM ` + runJobs(state) + ` AND scheduled_at <= now())`
+}
+
+// runJobs is the run jobs in state, as river_job_prioritized_fetching_index
+// (state, queue, priority, scheduled_at) reads them: the default queue
+// holds only run jobs, all of priority 1 (runInsertOpts).
+func runJobs(state string) string {
+	return `river_job WHERE state = '` + state + `' AND queue = 'default' AND priority = 1`
 }
 
 // claimedTask is a locked due task and the run its tick gets.
