@@ -34,6 +34,16 @@ func TestRiverStartStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Told by turns that nothing is due and that work came:
+			// parks and unparks race the Starts and Stops.
+			go func() {
+				for t.Context().Err() == nil {
+					time.Sleep(2 * time.Millisecond)
+					r.Outlook(nothingDue)
+					time.Sleep(2 * time.Millisecond)
+					r.Wake()
+				}
+			}()
 			return r
 		})
 	})
