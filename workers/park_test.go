@@ -175,11 +175,20 @@ func TestRiverParks(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Wake()
-		r.Stop()
-		var status string
-		if err := pool.QueryRow(ctx, `SELECT status FROM task_runs WHERE id = $1`, run.ID).Scan(&status); err != nil || status != jobs.StatusQueued {
-			t.Fatalf("a drained node worked a run: %s (%v)", status, err)
+		queued := func() {
+			t.Helper()
+			var status string
+			if err := pool.QueryRow(ctx, `SELECT status FROM task_runs WHERE id = $1`, run.ID).Scan(&status); err != nil || status != jobs.StatusQueued {
+				t.Fatalf("a drained node worked a run: %s (%v)", status, err)
+			}
 		}
+		// Still drained a second later (an unpark would have started River
+		// and run it within milliseconds), then stopped.
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			queued()
+		}
+		r.Stop()
+		queued()
 	})
 }
 
