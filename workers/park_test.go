@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,30 @@ func waitRunStatus(t *testing.T, pool *pgxpool.Pool, id, want string) {
 	})
 }
 
+// slowRunning starts a parking River (stopTimeout) running a webhook run
+// whose target answers only once release is called (at the latest when
+// the test ends, before River stops); it returns once the run runs.
+func slowRunning(t *testing.T, pool *pgxpool.Pool, owner string, stopTimeout time.Duration) (r *River, task, runID string, release func()) {
+	t.Helper()
+	answer := make(chan struct{})
+	release = sync.OnceFunc(func() { close(answer) })
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		<-answer
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(target.Close)
+	r = parkingRiver(t, pool, stopTimeout)
+	t.Cleanup(release) // before r.Stop: cleanups run last first
+	task = parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
+	run, err := jobs.TriggerRun(context.Background(), pool, r.Client(), owner, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Wake()
+	waitRunStatus(t, pool, run.ID, jobs.StatusRunning)
+	return r, task, run.ID, release
+}
+
 func TestRiverParks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,20 +128,7 @@ func TestRiverParks(t *testing.T) {
 	// while a Stop has not finished does nothing).
 	t.Run("a park that waited for a running job still wakes", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			<-release
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		t.Cleanup(target.Close)
-		r := parkingRiver(t, pool, 300*time.Millisecond)
-		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
-		slow, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Wake()
-		waitRunStatus(t, pool, slow.ID, jobs.StatusRunning)
+		r, task, slow, release := slowRunning(t, pool, owner, 300*time.Millisecond)
 		r.parkNow(ctx) // as if the job had been fetched after the quiet check
 		if !r.Parked() {
 			t.Fatal("not parked after the stop timed out")
@@ -127,8 +139,8 @@ func TestRiverParks(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Wake()
-		close(release)
-		waitRunStatus(t, pool, slow.ID, jobs.StatusSucceeded)
+		release()
+		waitRunStatus(t, pool, slow, jobs.StatusSucceeded)
 		waitRunStatus(t, pool, next.ID, jobs.StatusSucceeded)
 	})
 
@@ -136,21 +148,7 @@ func TestRiverParks(t *testing.T) {
 	// StopTimeout); a drain begun then must not wait behind it.
 	t.Run("a drain does not wait for a park's stop", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			<-release
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		t.Cleanup(target.Close)
-		r := parkingRiver(t, pool, time.Minute)
-		t.Cleanup(func() { close(release) }) // before r.Stop (cleanups run last first)
-		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
-		slow, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Wake()
-		waitRunStatus(t, pool, slow.ID, jobs.StatusRunning)
+		r, _, _, _ := slowRunning(t, pool, owner, time.Minute)
 		go r.parkNow(ctx) // its stop waits for the job, held until the test ends
 		testwait.For(t, 5*time.Second, "the park", r.Parked)
 		drained := make(chan struct{})
@@ -164,6 +162,10 @@ func TestRiverParks(t *testing.T) {
 
 	t.Run("drained or stopped while parked, it stays stopped", func(t *testing.T) {
 		t.Parallel()
+		// A database of its own: the other subtests' clients would work
+		// its run.
+		pool := dbtest.NewPool(t)
+		owner := dbtest.User(t, pool, nil).ID
 		r := parkingRiver(t, pool, 5*time.Second)
 		park(t, r)
 		r.Drain()
