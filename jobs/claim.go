@@ -557,40 +557,32 @@ func (c *Claimer) schedule(spec, tz string) (*Schedule, error) {
 	return s, nil
 }
 
-// insertRuns advances every claimed task and inserts the runs, in one
-// statement. The tasks are locked by this transaction, so the overlap check
-// (no run queued or running) cannot race a concurrent insert.
+// insertRuns inserts the claimed ticks' runs (unless overlap skips them)
+// and advances every claimed task. The tasks are locked by this
+// transaction, so the overlap check (no run queued or running) cannot race
+// a concurrent insert.
+//
+// Two statements, not one with the advance as a CTE joined to the
+// insert's RETURNING: a CTE has no index, and the generic plan pgx's
+// prepared statement gets after five runs estimates ten input rows, so it
+// joined the two by nested loop, batch size squared (a batch of 500 took
+// 420 ms instead of 34; BenchmarkClaimRate). Each statement here reaches
+// the tasks by primary key: linear in the batch.
 func (c *Claimer) insertRuns(ctx context.Context, tx pgx.Tx, claimed []claimedTask) ([]Run, error) {
-	ids := make([]string, len(claimed))
-	ticks := make([]time.Time, len(claimed))
-	nexts := make([]*time.Time, len(claimed))
-	skipped := make([]int32, len(claimed))
+	n := len(claimed)
+	ids, ticks, nexts := make([]string, n), make([]time.Time, n), make([]*time.Time, n)
+	skipped := make([]int32, n)
 	for i, ct := range claimed {
 		ids[i], ticks[i], nexts[i], skipped[i] = ct.id, ct.scheduledFor, ct.nextRunAt, int32(ct.skipped)
 	}
 	rows, err := tx.Query(ctx, `
-		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::int[]) AS i(task_id, tick, next_run_at, skipped)
-		),
-		inserted AS (
-			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
-			SELECT i.task_id, 'schedule', i.tick, i.skipped
-			FROM input i JOIN tasks t ON t.id = i.task_id
-			WHERE `+overlapAdmits("t.overlap", "i.task_id")+`
-			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
-			RETURNING `+runColumns+`
-		),
-		advanced AS (
-			UPDATE tasks t SET
-				next_run_at = i.next_run_at,
-				active = t.active AND i.next_run_at IS NOT NULL,
-				skipped_ticks = t.skipped_ticks + i.skipped + (r.id IS NULL)::int,
-				run_count = t.run_count + (r.id IS NOT NULL)::int,
-				last_run_at = CASE WHEN r.id IS NULL THEN t.last_run_at ELSE now() END
-			FROM input i LEFT JOIN inserted r ON r.task_id::uuid = i.task_id
-			WHERE t.id = i.task_id
-		)
-		SELECT * FROM inserted`, ids, ticks, nexts, skipped)
+		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
+		SELECT i.task_id, 'schedule', i.tick, i.skipped
+		FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS i(task_id, tick, skipped)
+			JOIN tasks t ON t.id = i.task_id
+		WHERE `+overlapAdmits("t.overlap", "i.task_id")+`
+		ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+		RETURNING `+runColumns, ids, ticks, skipped)
 	if err != nil {
 		return nil, fmt.Errorf("claim: insert runs: %w", err)
 	}
@@ -600,6 +592,28 @@ func (c *Claimer) insertRuns(ctx context.Context, tx pgx.Tx, claimed []claimedTa
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: insert runs: %w", err)
+	}
+	inserted := make(map[string]bool, len(runs))
+	for _, r := range runs {
+		inserted[r.TaskID] = true
+	}
+	ran := make([]bool, n)
+	for i, id := range ids {
+		ran[i] = inserted[id]
+	}
+	// A tick that got no run (overlap skipped it, or its run exists)
+	// counts as skipped.
+	_, err = tx.Exec(ctx, `
+		UPDATE tasks t SET
+			next_run_at = i.next_run_at,
+			active = t.active AND i.next_run_at IS NOT NULL,
+			skipped_ticks = t.skipped_ticks + i.skipped + (NOT i.ran)::int,
+			run_count = t.run_count + i.ran::int,
+			last_run_at = CASE WHEN i.ran THEN now() ELSE t.last_run_at END
+		FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::bool[]) AS i(task_id, next_run_at, skipped, ran)
+		WHERE t.id = i.task_id`, ids, nexts, skipped, ran)
+	if err != nil {
+		return nil, fmt.Errorf("claim: advance tasks: %w", err)
 	}
 	return runs, nil
 }

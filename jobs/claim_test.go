@@ -67,9 +67,13 @@ func TestClaimOnce(t *testing.T) {
 		if _, err := c.ClaimOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The second claim's batch also holds a task whose tick runs: each
+		// task is counted by its own outcome.
+		other := b.task(t)
 		due := time.Now().Add(-time.Second)
 		b.dueAt(t, task.ID, due)
-		if n, err := c.ClaimOnce(ctx); n != 1 || err != nil {
+		b.dueAt(t, other.ID, due)
+		if n, err := c.ClaimOnce(ctx); n != 2 || err != nil {
 			t.Fatalf("second claim = %d, %v", n, err)
 		}
 		if runs := b.runs(t, task.ID); len(runs) != 1 {
@@ -77,8 +81,11 @@ func TestClaimOnce(t *testing.T) {
 		}
 		// Advanced past the skipped tick (measured from it, not from a
 		// clock a loaded machine lets run on).
-		if got := b.get(t, task.ID); got.SkippedTicks != 1 || got.NextRunAt == nil || !got.NextRunAt.After(due) {
-			t.Fatalf("skipped_ticks %d next %v: want 1 and advanced", got.SkippedTicks, got.NextRunAt)
+		if got := b.get(t, task.ID); got.SkippedTicks != 1 || got.RunCount != 1 || got.NextRunAt == nil || !got.NextRunAt.After(due) {
+			t.Fatalf("skipped_ticks %d run_count %d next %v: want 1, 1 and advanced", got.SkippedTicks, got.RunCount, got.NextRunAt)
+		}
+		if got := b.get(t, other.ID); got.SkippedTicks != 0 || got.RunCount != 1 || got.LastRunAt == nil || len(b.runs(t, other.ID)) != 1 {
+			t.Fatalf("the other task: skipped_ticks %d run_count %d last %v: want 0, 1 and set, with its run", got.SkippedTicks, got.RunCount, got.LastRunAt)
 		}
 	})
 
