@@ -31,7 +31,7 @@ func TestBeatIsOneStatement(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour'`); err != nil {
 		t.Fatal(err)
 	}
-	c.healthySince.Store(time.Now().Add(-time.Hour).UnixNano())
+	c.healthySince.Store(new(time.Now().Add(-time.Hour)))
 	if err := c.beat(ctx); err != nil {
 		t.Fatal(err)
 	}

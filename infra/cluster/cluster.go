@@ -96,8 +96,9 @@ type Cluster struct {
 	addr      atomic.Value // string
 	draining  atomic.Bool
 	// healthySince is when this node's heartbeats last started succeeding
-	// without a break (Unix nanoseconds; 0 while they fail).
-	healthySince atomic.Int64
+	// without a break (nil while they fail). A time.Time keeps its
+	// monotonic reading, so a step of the wall clock does not move it.
+	healthySince atomic.Pointer[time.Time]
 	// seen is what the last successful heartbeat read of the other nodes
 	// (nil before one, and while heartbeats fail): DeadNodes answers from
 	// it without a statement.
@@ -221,11 +222,11 @@ func (c *Cluster) beat(ctx context.Context) error {
 	sent := time.Now()
 	others, err := nodeBeat(ctx, c.opts.DB, c.self(), c.opts.ExpireAfter)
 	if err != nil {
-		c.healthySince.Store(0)
+		c.healthySince.Store(nil)
 		c.seen.Store(nil)
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	c.healthySince.CompareAndSwap(0, time.Now().UnixNano())
+	c.healthySince.CompareAndSwap(nil, new(time.Now()))
 	c.seen.Store(&beatView{at: sent, others: others})
 	if !rescue {
 		return nil
@@ -259,7 +260,7 @@ func expired(others []nodeLeft) []string {
 // beat again instead of taking the jobs they are still running.
 func (c *Cluster) mayRescue() bool {
 	since := c.healthySince.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) > c.opts.ExpireAfter
+	return since != nil && time.Since(*since) > c.opts.ExpireAfter
 }
 
 // RescueDead hands the nodes silent for longer than ExpireAfter to

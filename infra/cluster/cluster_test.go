@@ -252,8 +252,8 @@ func TestNoRescueRightAfterAnOutage(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.NewPool(t)
 	first, other := startNode(t, pool), startNode(t, pool)
-	other.crash()               // stands for a live node whose next beat has not come yet
-	first.healthySince.Store(0) // as after failed beats during the outage
+	other.crash()                 // stands for a live node whose next beat has not come yet
+	first.healthySince.Store(nil) // as after failed beats during the outage
 	if _, err := pool.Exec(ctx, `UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour'`); err != nil {
 		t.Fatal(err)
 	}

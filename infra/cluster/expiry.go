@@ -20,10 +20,10 @@ import (
 func (c *Cluster) DeadNodes(ctx context.Context) ([]string, time.Duration, error) {
 	if !c.mayRescue() {
 		since := c.healthySince.Load()
-		if since == 0 {
+		if since == nil {
 			return nil, c.opts.HeartbeatEvery, nil
 		}
-		return nil, time.Until(time.Unix(0, since).Add(c.opts.ExpireAfter)) + time.Millisecond, nil
+		return nil, time.Until(since.Add(c.opts.ExpireAfter)) + time.Millisecond, nil
 	}
 	if v := c.seen.Load(); v != nil {
 		if next, ok := v.untilExpiry(time.Since(v.at), c.opts.ExpireAfter); ok {
