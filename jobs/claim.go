@@ -698,9 +698,9 @@ func (c *Claimer) announce(ctx context.Context, claimed []claimedTask, runs []Ru
 	for _, ct := range claimed {
 		owners[ct.id] = ct.owner
 	}
-	for _, r := range runs {
-		if err := c.opts.Publisher.PublishUser(ctx, owners[r.TaskID], EventName(r.Status), r); err != nil && ctx.Err() == nil {
-			c.opts.Logger.Warn("publish run event", "run_id", r.ID, "error", err)
-		}
+	owned := make([]OwnedRun, len(runs))
+	for i, r := range runs {
+		owned[i] = OwnedRun{Run: r, OwnerID: owners[r.TaskID]}
 	}
+	Announce(ctx, c.opts.Publisher, c.opts.Logger, "publish run event", owned)
 }

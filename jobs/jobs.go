@@ -8,6 +8,8 @@ package jobs
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 
 	"github.com/riverqueue/river"
 )
@@ -35,3 +37,33 @@ type Publisher interface {
 
 // EventName is the realtime event announcing a run's new status.
 func EventName(status string) string { return "task.run." + status }
+
+// announceAtOnce bounds the publishes Announce has waiting at once (the
+// realtime bus's append batch).
+const announceAtOnce = 500
+
+// Announce publishes each run's status (EventName) to its owner and
+// returns once every publish was answered; a failed one is logged with
+// msg (unless ctx ended). The publishes wait together, not one after
+// another: a publisher that stores its events (the realtime bus) takes
+// them into one append, where a loop waited a commit for each (a claim of
+// 100 runs spent 100 appends announcing them). Their order in the owner's
+// stream is therefore not the order of runs; each run's own events keep
+// theirs, as a run is announced by one caller at a time.
+func Announce(ctx context.Context, pub Publisher, logger *slog.Logger, msg string, runs []OwnedRun) {
+	if pub == nil || len(runs) == 0 {
+		return
+	}
+	slots := make(chan struct{}, announceAtOnce)
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := pub.PublishUser(ctx, r.OwnerID, EventName(r.Run.Status), r.Run); err != nil && ctx.Err() == nil {
+				logger.Warn(msg, "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -75,15 +75,8 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 
 // announce publishes each rescued run's new status to its owner, after the
 // commit (a rolled-back rescue announced nothing).
-func (n NodeJobs) announce(ctx context.Context, runs []ReconciledRun, logger *slog.Logger) {
-	if n.Publisher == nil {
-		return
-	}
-	for _, r := range runs {
-		if err := n.Publisher.PublishUser(context.WithoutCancel(ctx), r.OwnerID, EventName(r.Run.Status), r.Run); err != nil {
-			logger.Warn("publish rescued run event", "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
-		}
-	}
+func (n NodeJobs) announce(ctx context.Context, runs []OwnedRun, logger *slog.Logger) {
+	Announce(context.WithoutCancel(ctx), n.Publisher, logger, "publish rescued run event", runs)
 }
 
 // rescuedRuns are the task runs of the rescued task-run jobs.

@@ -10,10 +10,10 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// ReconciledRun is a run whose status maintenance changed (an orphan given
-// its final status, a dead node's run rescued), with its owner: the user
-// its task.run.* event goes to.
-type ReconciledRun struct {
+// OwnedRun is a run whose status changed (claimed, cancelled, an orphan
+// given its final status, a dead node's run rescued) with its owner: the
+// user its task.run.* event goes to (Announce).
+type OwnedRun struct {
 	Run     Run
 	OwnerID string
 }
@@ -29,7 +29,7 @@ const ReconcileGrace = 30 * time.Second
 // gone → failed, cancelled → cancelled, each with an error saying so, and
 // closes their open attempts. A run whose job is still live is left alone.
 // Rows other transactions hold are skipped (the next pass takes them).
-func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]ReconciledRun, error) {
+func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]OwnedRun, error) {
 	rows, err := q.Query(ctx, `
 		WITH orphans AS (
 			SELECT r.id, j.state, r.status, r.attempt, r.started_at
@@ -66,8 +66,8 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]Reconcile
 	if err != nil {
 		return nil, fmt.Errorf("reconcile runs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconciledRun, error) {
-		var rr ReconciledRun
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OwnedRun, error) {
+		var rr OwnedRun
 		return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
 	})
 	if err != nil {

@@ -21,7 +21,7 @@ type RescuedRun struct {
 // queued (a live node retries it) or failed (no attempts left), with the
 // reason in error, and returns them as changed. Runs already finished are
 // left alone.
-func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]ReconciledRun, error) {
+func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]OwnedRun, error) {
 	if len(runs) == 0 {
 		return nil, nil
 	}
@@ -52,8 +52,8 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]ReconciledR
 	if err != nil {
 		return nil, fmt.Errorf("record rescued runs: %w", err)
 	}
-	changed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReconciledRun, error) {
-		var rr ReconciledRun
+	changed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OwnedRun, error) {
+		var rr OwnedRun
 		return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
 	})
 	if err != nil {

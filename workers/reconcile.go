@@ -16,11 +16,7 @@ import (
 func ReconcileRunsTask(q db.DB, pub Publisher, logger *slog.Logger) MaintenanceTask {
 	return MaintenanceTask{Name: "reconcile_runs", Every: time.Minute, Run: func(ctx context.Context) (int64, error) {
 		runs, err := jobs.ReconcileOrphanedRuns(ctx, q, 1000)
-		for _, r := range runs {
-			if err := pub.PublishUser(context.WithoutCancel(ctx), r.OwnerID, jobs.EventName(r.Run.Status), r.Run); err != nil {
-				logger.Warn("publish run event", "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
-			}
-		}
+		jobs.Announce(context.WithoutCancel(ctx), pub, logger, "publish run event", runs)
 		return int64(len(runs)), err
 	}}
 }

@@ -1,0 +1,71 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gatePublisher answers no publish until want of them wait at once (or
+// gives up after a while and fails them): it tells publishes made one
+// after another from publishes that wait together. It fails the run whose
+// id is refuse.
+type gatePublisher struct {
+	want   int
+	refuse string
+	giveUp <-chan struct{} // closed: every publish still waiting fails
+	mu     sync.Mutex
+	seen   []string
+	all    chan struct{}
+}
+
+func (g *gatePublisher) PublishUser(_ context.Context, user, event string, payload any) error {
+	run := payload.(Run)
+	g.mu.Lock()
+	g.seen = append(g.seen, user+" "+event+" "+run.ID)
+	if len(g.seen) == g.want {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-g.giveUp:
+		return errors.New("published alone: the others never came")
+	}
+	if run.ID == g.refuse {
+		return errors.New("refused")
+	}
+	return nil
+}
+
+func TestAnnounce(t *testing.T) {
+	const n = 50
+	giveUp, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pub := &gatePublisher{want: n, refuse: "run-7", giveUp: giveUp.Done(), all: make(chan struct{})}
+	runs := make([]OwnedRun, n)
+	var want []string
+	for i := range runs {
+		runs[i] = OwnedRun{Run: Run{ID: fmt.Sprintf("run-%d", i), Status: StatusQueued}, OwnerID: fmt.Sprintf("user-%d", i%3)}
+		want = append(want, fmt.Sprintf("user-%d task.run.queued run-%d", i%3, i))
+	}
+	var logs bytes.Buffer
+	Announce(context.Background(), pub, slog.New(slog.NewTextHandler(&logs, nil)), "publish run event", runs)
+	// Every publish was answered before Announce returned.
+	slices.Sort(want)
+	slices.Sort(pub.seen)
+	if !slices.Equal(pub.seen, want) {
+		t.Fatalf("published %d: %v", len(pub.seen), pub.seen)
+	}
+	if got := strings.Count(logs.String(), "publish run event"); got != 1 || !strings.Contains(logs.String(), "run_id=run-7") {
+		t.Fatalf("logged %d warnings, want the refused run's only:\n%s", got, logs.String())
+	}
+	Announce(context.Background(), nil, slog.New(slog.DiscardHandler), "x", runs) // no publisher: nothing
+}
