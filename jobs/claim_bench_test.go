@@ -15,15 +15,18 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/realtime"
 )
 
 // BenchmarkClaimRate is how fast replicas turn due ticks into queued runs:
 // T publish tasks all due, R claimers (each a replica: its own pool of 10
 // and River client, batches of 500) calling ClaimOnce concurrently until
 // every tick is claimed (locked with SKIP LOCKED, next_run_at advanced, a
-// task_runs row and a River job inserted, in one transaction per batch);
-// claims/s beside raw River inserts of the same number of jobs in batches
-// of 500 by R inserters, in the same run.
+// task_runs row and a River job inserted, in one transaction per batch;
+// then each run announced queued through the replica's realtime bus,
+// stored in the owner's stream, as a replica's claim loop does); claims/s
+// beside raw River inserts of the same number of jobs in batches of 500 by
+// R inserters, in the same run.
 func BenchmarkClaimRate(b *testing.B) {
 	for _, tasks := range []int{1000, 10000} {
 		for _, claimers := range []int{1, 2, 3} {
@@ -89,7 +92,13 @@ func claimNodes(b *testing.B, url string, n int) []claimNode {
 		if err != nil {
 			b.Fatal(err)
 		}
-		nodes[i] = claimNode{pool: pool, river: client, claimer: NewClaimer(ClaimerOptions{DB: pool, River: client, BatchSize: 500})}
+		bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Store: realtime.Streams{DB: pool}, Logger: dbtest.Logger(b)})
+		if err := bus.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(bus.Stop)
+		nodes[i] = claimNode{pool: pool, river: client,
+			claimer: NewClaimer(ClaimerOptions{DB: pool, River: client, BatchSize: 500, Publisher: bus})}
 	}
 	return nodes
 }

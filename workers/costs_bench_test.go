@@ -16,7 +16,7 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// BenchmarkThroughputCosts runs BenchmarkThroughput's three phases, and
+// BenchmarkThroughputCosts runs BenchmarkThroughput's four phases, and
 // BenchmarkThroughputFloor's floor runs after the no-op jobs, and prints
 // what each job or run costs: statements, statement time and WAL
 // records (pg_stat_statements, on this benchmark's database only; never
@@ -64,10 +64,15 @@ func BenchmarkThroughputCosts(b *testing.B) {
 	if err := wait(); err != nil {
 		b.Fatal(err)
 	}
-	for _, a := range []struct{ name, action string }{
-		{"publish", publishAction},
-		{"webhook", fmt.Sprintf(`{"type":"webhook","url":%q}`, target.URL+"/hook")},
+	for _, a := range []struct {
+		name, action string
+		quiet        bool
+	}{
+		{"publish", publishAction, false},
+		{"webhook", fmt.Sprintf(`{"type":"webhook","url":%q}`, target.URL+"/hook"), false},
+		{"publish_quiet", publishAction, true},
 	} {
+		n.pub.quiet.Store(a.quiet)
 		n.claimer.SetPaused(true)
 		n.createTasks(b, count, "@every 1h", a.action, time.Now().Add(-100*time.Millisecond))
 		measure(a.name, `SELECT count(*) FROM task_runs WHERE status = 'succeeded'`, func() { n.claimer.SetPaused(false) })
