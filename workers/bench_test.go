@@ -55,22 +55,22 @@ type benchNode struct {
 // benchPublisher is what a worker-only replica publishes through: the
 // realtime bus as the app wires it (no hub), which stores every event in
 // its stream (a run's task.run.* announcements and a publish action's
-// event, in the owner's user stream) and rings the doorbell. While quiet
+// event, in the owner's user stream) and rings the doorbell. While silent
 // it drops everything: what a run costs without its events.
 type benchPublisher struct {
-	bus   *realtime.Bus
-	quiet atomic.Bool
+	bus    *realtime.Bus
+	silent atomic.Bool
 }
 
 func (p *benchPublisher) PublishUser(ctx context.Context, user, event string, payload any) error {
-	if p.quiet.Load() {
+	if p.silent.Load() {
 		return nil
 	}
 	return p.bus.PublishUser(ctx, user, event, payload)
 }
 
 func (p *benchPublisher) PublishRoom(ctx context.Context, room, event string, payload any) error {
-	if p.quiet.Load() {
+	if p.silent.Load() {
 		return nil
 	}
 	return p.bus.PublishRoom(ctx, room, event, payload)
@@ -269,9 +269,9 @@ func BenchmarkDueLag(b *testing.B) {
 // the figure issue 18's goal 1 names. Runs announce their statuses and a
 // publish action publishes its event through the realtime bus, stored in
 // the owner's stream as in production (four stored events a publish run,
-// three a webhook run); publish_quiet runs drop every event: the run's
-// own bookkeeping, which is what sittings before 2026-12-01 23:00 UTC
-// measured as publish.
+// three a webhook run). "silent" runs are publish runs that drop every
+// event: the run's own bookkeeping, which is what sittings before
+// 2026-12-01 22:48 UTC measured as publish.
 func BenchmarkThroughput(b *testing.B) {
 	const jobsCount = 5000
 	ctx := context.Background()
@@ -294,14 +294,14 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	publish := n.runsDue(b, jobsCount, publishAction)
 	webhook := n.runsDue(b, jobsCount, fmt.Sprintf(`{"type":"webhook","url":%q}`, target.URL+"/hook"))
-	n.pub.quiet.Store(true)
-	quiet := n.runsDue(b, jobsCount, publishAction)
+	n.pub.silent.Store(true)
+	silent := n.runsDue(b, jobsCount, publishAction)
 	// One unit shape for the rates (jobs or runs done per second), so
 	// switchboard-bench divides each by the no-op baseline.
 	b.ReportMetric(noop, "noop_done/s")
 	b.ReportMetric(publish, "publish_done/s")
 	b.ReportMetric(webhook, "webhook_done/s")
-	b.ReportMetric(quiet, "publish_quiet_done/s")
+	b.ReportMetric(silent, "silent_done/s")
 	b.ReportMetric(0, "ns/op")
 }
 

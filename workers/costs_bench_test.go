@@ -66,13 +66,13 @@ func BenchmarkThroughputCosts(b *testing.B) {
 	}
 	for _, a := range []struct {
 		name, action string
-		quiet        bool
+		silent       bool
 	}{
 		{"publish", publishAction, false},
 		{"webhook", fmt.Sprintf(`{"type":"webhook","url":%q}`, target.URL+"/hook"), false},
-		{"publish_quiet", publishAction, true},
+		{"silent", publishAction, true},
 	} {
-		n.pub.quiet.Store(a.quiet)
+		n.pub.silent.Store(a.silent)
 		n.claimer.SetPaused(true)
 		n.createTasks(b, count, "@every 1h", a.action, time.Now().Add(-100*time.Millisecond))
 		measure(a.name, `SELECT count(*) FROM task_runs WHERE status = 'succeeded'`, func() { n.claimer.SetPaused(false) })
