@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -68,4 +69,29 @@ func TestAnnounce(t *testing.T) {
 		t.Fatalf("logged %d warnings, want the refused run's only:\n%s", got, logs.String())
 	}
 	Announce(context.Background(), nil, slog.New(slog.DiscardHandler), "x", runs) // no publisher: nothing
+}
+
+type panicPublisher struct{ calls atomic.Int32 }
+
+func (p *panicPublisher) PublishUser(context.Context, string, string, any) error {
+	if p.calls.Add(1) == 2 {
+		panic("publisher bug")
+	}
+	return nil
+}
+
+// A publisher's panic reaches the caller (whose recover, the maintenance
+// loop's, turns it into a failed run) once the other publishes are done.
+func TestAnnouncePanicReachesTheCaller(t *testing.T) {
+	pub := &panicPublisher{}
+	runs := make([]OwnedRun, 5)
+	defer func() {
+		if v := recover(); v != "publisher bug" {
+			t.Fatalf("recovered %v, want the publisher's panic", v)
+		}
+		if n := pub.calls.Load(); n != 5 {
+			t.Fatalf("%d publishes made, want all 5", n)
+		}
+	}()
+	Announce(context.Background(), pub, nil, "x", runs)
 }

@@ -32,7 +32,7 @@ func BenchmarkClaimRate(b *testing.B) {
 		for _, claimers := range []int{1, 2, 3} {
 			b.Run(fmt.Sprintf("claim/tasks=%d/replicas=%d", tasks, claimers), func(b *testing.B) {
 				url := dbtest.NewDatabaseURL(b)
-				nodes := claimNodes(b, url, claimers)
+				nodes := claimNodes(b, url, claimers, true)
 				createDueTasks(b, nodes[0].pool, tasks)
 				var claimed atomic.Int64
 				elapsed := concurrently(b, nodes, func(ctx context.Context, n claimNode) (bool, error) {
@@ -46,7 +46,7 @@ func BenchmarkClaimRate(b *testing.B) {
 				b.ReportMetric(float64(tasks)/elapsed.Seconds(), "claims/s")
 			})
 			b.Run(fmt.Sprintf("raw_river_insert/tasks=%d/replicas=%d", tasks, claimers), func(b *testing.B) {
-				nodes := claimNodes(b, dbtest.NewDatabaseURL(b), claimers)
+				nodes := claimNodes(b, dbtest.NewDatabaseURL(b), claimers, false)
 				var left atomic.Int64
 				left.Store(int64(tasks))
 				elapsed := concurrently(b, nodes, func(ctx context.Context, n claimNode) (bool, error) {
@@ -80,7 +80,8 @@ type claimNode struct {
 	claimer *Claimer
 }
 
-func claimNodes(b *testing.B, url string, n int) []claimNode {
+// claimNodes starts n replicas; with announce, each with its realtime bus.
+func claimNodes(b *testing.B, url string, n int, announce bool) []claimNode {
 	nodes := make([]claimNode, n)
 	for i := range nodes {
 		pool, err := db.Connect(context.Background(), url, db.Options{MaxConns: 10})
@@ -92,13 +93,16 @@ func claimNodes(b *testing.B, url string, n int) []claimNode {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Store: realtime.Streams{DB: pool}, Logger: dbtest.Logger(b)})
-		if err := bus.Start(context.Background()); err != nil {
-			b.Fatal(err)
+		opts := ClaimerOptions{DB: pool, River: client, BatchSize: 500}
+		if announce {
+			bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Store: realtime.Streams{DB: pool}, Logger: dbtest.Logger(b)})
+			if err := bus.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(bus.Stop)
+			opts.Publisher = bus
 		}
-		b.Cleanup(bus.Stop)
-		nodes[i] = claimNode{pool: pool, river: client,
-			claimer: NewClaimer(ClaimerOptions{DB: pool, River: client, BatchSize: 500, Publisher: bus})}
+		nodes[i] = claimNode{pool: pool, river: client, claimer: NewClaimer(opts)}
 	}
 	return nodes
 }
