@@ -14,6 +14,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testwait"
 )
 
 // cachedCounts counts River UI's "ran query and cached result" debug
@@ -30,11 +31,6 @@ func (c *cachedCounts) Handle(_ context.Context, r slog.Record) error {
 func (c *cachedCounts) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *cachedCounts) WithGroup(string) slog.Handler      { return c }
 
-// TestRiverUICountsAgainRightAfterAnIdleStop: a request just after the
-// idle stop starts the background counts again. (A River UI handler
-// whose services are still stopping ignores Start: reusing it left the
-// counts off for another idle period.) River UI's first count comes about
-// 10 s after its start, so this test takes that long.
 // newTestRiverUI is a lazyRiverUI over a River client on a test database,
 // counting the handlers it builds.
 func newTestRiverUI(t *testing.T, logger *slog.Logger) (*lazyRiverUI, *int) {
@@ -55,6 +51,11 @@ func newTestRiverUI(t *testing.T, logger *slog.Logger) (*lazyRiverUI, *int) {
 	return u, builds
 }
 
+// TestRiverUICountsAgainRightAfterAnIdleStop: a request just after the
+// idle stop starts the background counts again. (A River UI handler
+// whose services are still stopping ignores Start: reusing it left the
+// counts off for another idle period.) River UI's first count comes about
+// 10 s after its start, so this test takes that long.
 func TestRiverUICountsAgainRightAfterAnIdleStop(t *testing.T) {
 	t.Parallel()
 	counts := &cachedCounts{}
@@ -63,21 +64,17 @@ func TestRiverUICountsAgainRightAfterAnIdleStop(t *testing.T) {
 	u.idle = time.Millisecond
 	u.mu.Unlock()
 	u.used()
-	for stopped := false; !stopped; time.Sleep(time.Millisecond) {
+	testwait.For(t, 10*time.Second, "the idle stop", func() bool {
 		u.mu.Lock()
-		if stopped = u.cancel == nil; stopped {
+		defer u.mu.Unlock()
+		stopped := u.cancel == nil
+		if stopped {
 			u.idle = time.Minute
 		}
-		u.mu.Unlock()
-	}
+		return stopped
+	})
 	u.used() // at once: the first handler's services are still stopping
-	deadline := time.Now().Add(20 * time.Second)
-	for counts.n.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no background count within 20 s of the second use (%d handlers built)", *builds)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, "a background count after the second use", func() bool { return counts.n.Load() > 0 })
 	if *builds != 2 {
 		t.Fatalf("%d handlers built for two periods of use, want 2", *builds)
 	}
