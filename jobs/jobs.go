@@ -40,6 +40,14 @@ type Publisher interface {
 // EventName is the realtime event announcing a run's new status.
 func EventName(status string) string { return "task.run." + status }
 
+// OwnedRun is a run whose status changed (claimed, cancelled, an orphan
+// given its final status, a dead node's run rescued) with its owner: the
+// user its task.run.* event goes to (Announce).
+type OwnedRun struct {
+	Run     Run
+	OwnerID string
+}
+
 // announceAtOnce bounds the publishes Announce has waiting at once (the
 // realtime bus's append batch).
 const announceAtOnce = 500

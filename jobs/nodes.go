@@ -69,14 +69,9 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 	for _, j := range rescued {
 		logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
 	}
-	n.announce(ctx, runs, logger)
-	return len(rescued), nil
-}
-
-// announce publishes each rescued run's new status to its owner, after the
-// commit (a rolled-back rescue announced nothing).
-func (n NodeJobs) announce(ctx context.Context, runs []OwnedRun, logger *slog.Logger) {
+	// After the commit: a rolled-back rescue announced nothing.
 	Announce(context.WithoutCancel(ctx), n.Publisher, logger, "publish rescued run event", runs)
+	return len(rescued), nil
 }
 
 // rescuedRuns are the task runs of the rescued task-run jobs.

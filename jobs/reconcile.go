@@ -10,14 +10,6 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// OwnedRun is a run whose status changed (claimed, cancelled, an orphan
-// given its final status, a dead node's run rescued) with its owner: the
-// user its task.run.* event goes to (Announce).
-type OwnedRun struct {
-	Run     Run
-	OwnerID string
-}
-
 // ReconcileGrace is how old a run must be before reconciliation looks at
 // it: its job is inserted in the same transaction, so a younger run's job
 // always exists; the grace only keeps the query off brand-new rows.
