@@ -31,7 +31,7 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Page is one tab of the shared browser.
+// Page is one tab of the shared browser, in a browser context of its own.
 type Page struct {
 	// Ctx runs chromedp actions in this tab.
 	Ctx    context.Context
@@ -57,7 +57,12 @@ func NewPage(t *testing.T, opts Options) *Page {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
 	}
-	tctx, tcancel := chromedp.NewContext(bctx)
+	// why: a browser context of its own (cookies, storage, cache). Tabs of
+	// one context share its cookies, and a cookie's host ignores the port:
+	// two parallel tests signed in on 127.0.0.1 servers overwrote each
+	// other's console cookie, and one page's requests then carried the
+	// other's session with its own CSRF token (403).
+	tctx, tcancel := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
 	ctx, cancel := context.WithTimeout(tctx, opts.Timeout)
 	p.Ctx = ctx
 	t.Cleanup(func() {
