@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -71,7 +72,7 @@ func (s *Server) adminListUsers(ctx context.Context, in *adminUsersInput) (*admi
 	out := &adminUsersOutput{}
 	out.Body.Items = []User{}
 	if in.Email != "" {
-		norm, err := NormalizeEmail(in.Email)
+		norm, err := accounts.NormalizeEmail(in.Email)
 		if err != nil {
 			// Only accounts from before normalisation (migration 00006
 			// disabled them) can hold such an address: match it exactly.

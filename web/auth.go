@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 )
 
@@ -80,7 +81,7 @@ func registerAuth(api huma.API, s *Server) {
 }
 
 func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
-	email, err := NormalizeEmail(in.Body.Email)
+	email, err := accounts.NormalizeEmail(in.Body.Email)
 	if err != nil {
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
 			Message: err.Error(), Location: "body.email", Value: in.Body.Email,
@@ -128,7 +129,7 @@ const wrongPassword = "wrong email or password"
 func (s *Server) checkPassword(ctx context.Context, email, password string) (User, error) {
 	var user User
 	hash, err := "", error(db.ErrNotFound)
-	if norm, nerr := NormalizeEmail(email); nerr == nil {
+	if norm, nerr := accounts.NormalizeEmail(email); nerr == nil {
 		user, hash, err = userByEmail(ctx, s.opts.Pool, norm)
 	}
 	if errors.Is(err, db.ErrNotFound) {

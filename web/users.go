@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -100,7 +101,7 @@ func userUpdate(ctx context.Context, q db.DB, key, value string, c UserChange) (
 // `switchboard admin` commands grant and revoke the admin role and disable
 // accounts. It fails with db.ErrNotFound when no account has the address.
 func UpdateUserByEmail(ctx context.Context, q db.DB, email string, c UserChange) (User, error) {
-	norm, err := NormalizeEmail(email)
+	norm, err := accounts.NormalizeEmail(email)
 	if err != nil {
 		return User{}, fmt.Errorf("email %q: %w", email, err)
 	}
