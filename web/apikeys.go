@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 )
 
@@ -210,7 +211,7 @@ func (s *Server) apiKeyPrincipal(ctx context.Context, raw string) (Principal, er
 	}
 	role := k.role
 	if !slices.Contains(k.scopes, scopeAdmin) {
-		role = roleUser // a key without the admin scope has no admin powers
+		role = accounts.RoleUser // a key without the admin scope has no admin powers
 	}
 	return Principal{UserID: k.userID, Role: role, KeyID: k.id, Scopes: k.scopes}, nil
 }
@@ -242,6 +243,16 @@ func (s *Server) checkScopes(ctx huma.Context, next func(huma.Context)) {
 	_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, fmt.Sprintf(
 		"this API key has the scopes [%s]; %s %s needs %s", strings.Join(p.Scopes, ","), op.Method, op.Path, need))
 }
+
+const (
+	accountGone     = "this account no longer exists"
+	accountDisabled = "this account is disabled; an operator can enable it again"
+)
+
+// accountRefused is an API key that may not act.
+type accountRefused struct{ reason string }
+
+func (e *accountRefused) Error() string { return e.reason }
 
 // Data layer of api_keys.
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			p.Role, err = s.activeRole(r.Context(), p.UserID)
 		}
 		var limited *limitedError
-		var refused *accountRefused
+		var refused *accounts.RefusedError
 		switch {
 		case errors.As(err, &limited):
 			setRateHeaders(w.Header().Set, limited.d)
