@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -159,7 +160,7 @@ func TestAPIKeyOwnerDisabled(t *testing.T) {
 	}
 	res := b.do(t, http.MethodGet, "/v1/me", nil, secret)
 	requireProblem(t, res, http.StatusUnauthorized)
-	if res.body["detail"] != accountDisabled {
+	if res.body["detail"] != accounts.ErrAccountDisabled.Error() {
 		t.Fatalf("detail: %s", res.raw)
 	}
 	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, "owner@example.com", UserChange{Disabled: &enabled}); err != nil {

@@ -83,7 +83,7 @@ func (e *credentialsError) Error() string { return e.msg }
 // operator authenticates a River UI request: who it is, not yet its role.
 func (s *Server) operator(r *http.Request) (Principal, error) {
 	if raw, ok := bearerToken(r.Header.Get("Authorization")); ok {
-		if strings.HasPrefix(raw, apiKeyPrefix) {
+		if strings.HasPrefix(raw, accounts.APIKeyPrefix) {
 			return Principal{}, &credentialsError{"the River UI does not take API keys: log in as an admin"}
 		}
 		p, err := s.tokens.verify(raw)

@@ -96,8 +96,8 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	}
 	var p Principal
 	var err error
-	if strings.HasPrefix(raw, apiKeyPrefix) {
-		var refused *accountRefused
+	if strings.HasPrefix(raw, accounts.APIKeyPrefix) {
+		var refused *accounts.RefusedError
 		if p, err = s.apiKeyPrincipal(ctx.Context(), raw); err != nil && !errors.As(err, &refused) {
 			_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
 			return
