@@ -90,10 +90,18 @@ func CreateAPIKey(ctx context.Context, q db.DB, userID string, k NewAPIKey) (API
 	}
 	var out APIKey
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		var n int
-		err := tx.QueryRow(ctx, `
-			SELECT (SELECT count(*) FROM api_keys WHERE user_id = u.id) FROM users u WHERE u.id = $1 FOR UPDATE`, userID).Scan(&n)
+		// Two statements: a count in the locking statement would read the
+		// snapshot taken before the lock was granted, without the keys the
+		// create that held it committed.
+		tag, err := tx.Exec(ctx, `SELECT FROM users WHERE id = $1 FOR UPDATE`, userID)
 		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return pgx.ErrNoRows // no such owner
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE user_id = $1`, userID).Scan(&n); err != nil {
 			return err
 		}
 		if n >= MaxAPIKeysPerUser {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +80,55 @@ func TestCreateAPIKey(t *testing.T) {
 			t.Fatalf("key %d: %v, want ErrTooManyAPIKeys (a conflict)", accounts.MaxAPIKeysPerUser+1, err)
 		}
 	})
+}
+
+// TestCreateAPIKeyConcurrently: creates racing on separate connections
+// count one after the other, so none goes past the limit.
+func TestCreateAPIKeyConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.NewPool(t)
+	owner := dbtest.User(t, pool, nil)
+	const free = 3
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO api_keys (user_id, name, prefix, secret_hash, scopes)
+		SELECT $1::uuid, 'k' || i, 'sbk_', sha256(convert_to($1::text || i, 'UTF8')), '{read}' FROM generate_series(1, $2) i`,
+		owner.ID, accounts.MaxAPIKeysPerUser-free); err != nil {
+		t.Fatal(err)
+	}
+	// Each create holds a connection of its own before any starts, so
+	// they overlap.
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*free)
+	start := make(chan struct{})
+	for range cap(errs) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Release()
+			<-start
+			_, _, err := accounts.CreateAPIKey(ctx, conn, owner.ID, accounts.NewAPIKey{Name: "racing"})
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	created := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			created++
+		case !errors.Is(err, accounts.ErrTooManyAPIKeys):
+			t.Fatal(err)
+		}
+	}
+	keys, err := accounts.ListAPIKeys(ctx, pool, owner.ID)
+	if created != free || err != nil || len(keys) != accounts.MaxAPIKeysPerUser {
+		t.Fatalf("%d racing creates made %d keys (%d stored, %v), want %d", cap(errs), created, len(keys), err, free)
+	}
 }
 
 func TestListAndDeleteAPIKeys(t *testing.T) {
