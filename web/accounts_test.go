@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
@@ -53,12 +54,12 @@ func TestRoleIsReadOnEveryRequest(t *testing.T) {
 	b := setup(t)
 	token, _ := b.register(t, "promoted@example.com")
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/admin/users", nil, token), http.StatusForbidden)
-	grant(t, b, "promoted@example.com", RoleAdmin)
+	grant(t, b, "promoted@example.com", accounts.RoleAdmin)
 	if res := b.do(t, http.MethodGet, "/v1/admin/users", nil, token); res.status != http.StatusOK {
 		t.Fatalf("after grant: %d %s", res.status, res.raw)
 	}
 	adminToken := b.loginToken(t, "promoted@example.com")
-	grant(t, b, "promoted@example.com", RoleUser)
+	grant(t, b, "promoted@example.com", accounts.RoleUser)
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/admin/users", nil, adminToken), http.StatusForbidden)
 	if me := b.do(t, http.MethodGet, "/v1/me", nil, adminToken); me.body["role"] != "user" {
 		t.Fatalf("me after revoke: %s", me.raw)
@@ -67,7 +68,7 @@ func TestRoleIsReadOnEveryRequest(t *testing.T) {
 
 func grant(t *testing.T, b *testBundle, email, role string) {
 	t.Helper()
-	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, email, UserChange{Role: &role}); err != nil {
+	if _, err := accounts.UpdateUserByEmail(context.Background(), b.server.opts.Pool, email, accounts.UserChange{Role: &role}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -291,13 +292,13 @@ func TestRiverUIReadsTheRoleEveryRequest(t *testing.T) {
 	if code := get(); code != http.StatusOK {
 		t.Fatalf("admin: %d", code)
 	}
-	grant(t, b, "boss@example.com", RoleUser)
+	grant(t, b, "boss@example.com", accounts.RoleUser)
 	if code := get(); code != http.StatusForbidden {
 		t.Fatalf("after revoke: %d, want 403", code)
 	}
-	grant(t, b, "boss@example.com", RoleAdmin)
+	grant(t, b, "boss@example.com", accounts.RoleAdmin)
 	disabled := true
-	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, "boss@example.com", UserChange{Disabled: &disabled}); err != nil {
+	if _, err := accounts.UpdateUserByEmail(context.Background(), b.server.opts.Pool, "boss@example.com", accounts.UserChange{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
 	if code := get(); code != http.StatusUnauthorized {

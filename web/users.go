@@ -1,11 +1,9 @@
 package web
 
 import (
-	"context"
 	"time"
 
 	"github.com/switchboard/switchboard/accounts"
-	"github.com/switchboard/switchboard/infra/db"
 )
 
 // User is an account as the API shows it.
@@ -20,20 +18,3 @@ type User struct {
 func userOut(u accounts.User) User {
 	return User{ID: u.ID, Email: u.Email, Role: u.Role, Disabled: u.Disabled, CreatedAt: u.CreatedAt}
 }
-
-// The operator commands' view of accounts.
-type UserChange = accounts.UserChange
-
-// Role names, for the operator commands.
-const (
-	RoleUser  = accounts.RoleUser
-	RoleAdmin = accounts.RoleAdmin
-)
-
-// UpdateUserByEmail is accounts.UpdateUserByEmail.
-func UpdateUserByEmail(ctx context.Context, q db.DB, email string, c UserChange) (accounts.User, error) {
-	return accounts.UpdateUserByEmail(ctx, q, email, c)
-}
-
-// Admins is accounts.Admins.
-func Admins(ctx context.Context, q db.DB) ([]accounts.User, error) { return accounts.Admins(ctx, q) }
