@@ -1,10 +1,16 @@
-// Package accounts owns Switchboard's accounts: users (their email address,
-// password, role and whether they are disabled) and the rules on them — the
-// one normal form of an email address, password hashing and checking — and
-// answers, for every authenticated request, whether its account may still
-// act. Its functions take a db.DB, so a caller can hand them a pool or a
-// transaction; Postgres errors are translated here, once, into the errors
-// below, which the HTTP front maps to problems.
+// Package accounts owns Switchboard's accounts and their credentials: users
+// (email address, password, role, whether an operator disabled them), their
+// API keys, and the rules on both — the one normal form of an email
+// address, password hashing and checking, the key format, hash and scopes.
+// It answers, for every authenticated request, whether its account or key
+// may still act.
+//
+// Its functions take a db.DB, so a caller can hand them a pool or a
+// transaction. Postgres errors are translated here, once (translate), into
+// the package's errors: not-found and conflict errors wrap db.ErrNotFound
+// and db.ErrConflict, and a credential or account that may not act is a
+// *RefusedError whose text is for the caller. The HTTP front answers them
+// as problems; the operator commands print them.
 package accounts
 
 import (
