@@ -90,10 +90,16 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 	pool := dbtest.NewPool(t)
 	owner := dbtest.User(t, pool, nil)
 	const free = 3
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO api_keys (user_id, name, prefix, secret_hash, scopes)
-		SELECT $1::uuid, 'k' || i, 'sbk_', sha256(convert_to($1::text || i, 'UTF8')), '{read}' FROM generate_series(1, $2) i`,
-		owner.ID, accounts.MaxAPIKeysPerUser-free); err != nil {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range accounts.MaxAPIKeysPerUser - free {
+		if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Each create holds a connection of its own before any starts, so
@@ -104,6 +110,8 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 	for range cap(errs) {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
+			close(start)
+			wg.Wait()
 			t.Fatal(err)
 		}
 		wg.Go(func() {
