@@ -40,12 +40,8 @@ const DefaultIdlePing = 10 * time.Second
 
 // BusOptions configure a Bus; zero values mean defaults.
 type BusOptions struct {
-	Pool   *pgxpool.Pool
-	NodeID string
-	// Hub is what the bus delivers to this replica's sockets through (a
-	// *Hub). Nil on worker-only replicas: the bus then publishes but does
-	// not LISTEN on Channel (only on the channels of Notices, if any).
-	Hub      deliverer
+	Pool     *pgxpool.Pool
+	NodeID   string
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	// ListenConfig is the dedicated LISTEN connection's configuration;
@@ -123,7 +119,7 @@ type streamSink interface {
 type Bus struct {
 	opts    BusOptions
 	logger  *slog.Logger
-	hub     deliverer // nil: no sockets here
+	hub     deliverer // nil: no sockets here (NewBus); New sets it
 	metrics busMetrics
 	base    startstop.Base
 
@@ -172,8 +168,9 @@ type outgoing struct {
 	doorbell  bool // a stream doorbell of this node (stream.EncodeDoorbells)
 }
 
-// NewBus builds a bus that delivers to opts.Hub. The hub's clients publish
-// through the bus once cmd hands it over (Hub.PublishThrough).
+// NewBus builds a bus with no sockets here, a worker-only replica's: it
+// publishes (run events) and hears the channels of Notices, but does not
+// LISTEN on Channel. New builds one with the hub it delivers to.
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, DefaultIdlePing)
@@ -184,9 +181,6 @@ func NewBus(opts BusOptions) *Bus {
 	}
 	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
-	if h, ok := opts.Hub.(*Hub); ok && h == nil {
-		opts.Hub = nil // a nil *Hub is no hub
-	}
 	opts.QueueSize = cmp.Or(opts.QueueSize, 10000)
 	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
 	if opts.NodeID == "" {
@@ -196,7 +190,7 @@ func NewBus(opts BusOptions) *Bus {
 		opts.ListenConfig = opts.Pool.Config().ConnConfig.Copy()
 	}
 	b := &Bus{
-		opts: opts, logger: opts.Logger.With("component", "bus"), hub: opts.Hub,
+		opts: opts, logger: opts.Logger.With("component", "bus"),
 		queue: make(chan outgoing, opts.QueueSize), appends: make(chan appendReq, opts.QueueSize),
 		appendsDone: make(chan struct{}),
 		calls:       map[string]chan json.RawMessage{}, searches: map[string]chan struct{}{},

@@ -125,16 +125,8 @@ func (h *Hub) typing(c *client, f Frame) error {
 	return h.publish(Event{Event: eventTyping, To: to, From: c.user, Payload: f.Payload})
 }
 
-// publish sends a client's event through the publisher (locally without one).
+// publish sends a client's event through the bus to every replica.
 func (h *Hub) publish(ev Event) error {
-	if h.pub == nil {
-		frame, err := encodeFrame(ev, time.Now())
-		if err != nil {
-			return err
-		}
-		h.deliver(ev.To, ev.Room, frame)
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.pub.Publish(ctx, ev); err != nil {
@@ -324,9 +316,7 @@ func (h *Hub) result(c *client, f Frame) error {
 	if !ok {
 		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
 	}
-	if h.pub != nil {
-		h.pub.routeResult(rec.node, f.ID, f.Payload)
-	}
+	h.pub.routeResult(rec.node, f.ID, f.Payload)
 	return nil
 }
 

@@ -22,9 +22,9 @@ import (
 )
 
 // HubOptions configure a Hub; zero values mean defaults.
+// The hub logs and registers its metrics where the bus New builds it with
+// does.
 type HubOptions struct {
-	Logger   *slog.Logger
-	Registry prometheus.Registerer
 	// AllowedOrigins may open sockets from a browser, as scheme://host[:port];
 	// "*" allows any. Empty: only the request's own host. Requests without an
 	// Origin header (not from a browser) are always allowed.
@@ -61,14 +61,14 @@ type HubOptions struct {
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
-// room, and delivers frames to them. Clients' frames go out through the
-// publisher it is handed (PublishThrough: the Bus).
+// room, and delivers frames to them. Its clients' frames go out through
+// the bus New builds it with.
 type Hub struct {
 	opts    HubOptions
 	origins map[string]bool
 	anyOrig bool
 	m       *melody.Melody
-	pub     publisher // nil: clients' frames reach this hub only
+	pub     publisher
 	logger  *slog.Logger
 	metrics hubMetrics
 	limits  *limiter
@@ -137,14 +137,9 @@ type publisher interface {
 	routeResult(node, callID string, payload json.RawMessage)
 }
 
-// PublishThrough sends clients' frames through p (the Bus, built with this
-// hub in BusOptions.Hub). Call it before Serve.
-func (h *Hub) PublishThrough(p publisher) { h.pub = p }
-
-// NewHub builds a hub; the Bus delivers to it (BusOptions.Hub) and it
-// publishes through the bus (PublishThrough).
-func NewHub(opts HubOptions) *Hub {
-	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+// newHub builds a hub that logs to logger and registers its metrics with
+// reg (nil: none). New gives it its bus and its presence tracker.
+func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hub {
 	opts.MaxFrameBytes = cmp.Or(opts.MaxFrameBytes, 64<<10)
 	opts.SendQueueBytes = cmp.Or(opts.SendQueueBytes, 1<<20)
 	opts.SendBuffer = max(cmp.Or(opts.SendBuffer, 64), 2)
@@ -152,7 +147,7 @@ func NewHub(opts HubOptions) *Hub {
 	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
 	h := &Hub{
-		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
+		opts: opts, origins: map[string]bool{}, logger: logger.With("component", "hub"),
 		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
 		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
 		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
@@ -164,8 +159,8 @@ func NewHub(opts HubOptions) *Hub {
 		h.origins[o] = true
 	}
 	h.m = h.newMelody()
-	h.metrics = newHubMetrics(opts.Registry, h)
-	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, opts.Registry)
+	h.metrics = newHubMetrics(reg, h)
+	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, reg)
 	return h
 }
 
