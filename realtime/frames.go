@@ -36,13 +36,6 @@ func NormalizeUserID(id string) (string, error) {
 	return u.String(), nil
 }
 
-// callRecord remembers an rpc.call delivered here, so the client's result
-// goes back to the node that waits for it.
-type callRecord struct {
-	node, user string
-	until      time.Time
-}
-
 // onFrame handles one text frame from a client. A bad frame is answered
 // with an error event and never closes the connection; frames over the
 // rate limits can (admitFrame).
@@ -267,56 +260,6 @@ func (h *Hub) requireMember(c *client, room string) error {
 	if !ok {
 		return fmt.Errorf("join room %q before posting to it", room)
 	}
-	return nil
-}
-
-// deliverCall writes an rpc.call frame to user's sockets and remembers which
-// node waits for the answer. The write lock covers only the record; the
-// frame goes out under the read lock, as every other delivery.
-func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
-	if !h.recordCall(user, callID, node, until) {
-		return
-	}
-	h.deliver(user, "", frame)
-}
-
-// recordCall remembers a call for user if a socket of user is here.
-func (h *Hub) recordCall(user, callID, node string, until time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.byUser[user]) == 0 {
-		return false
-	}
-	now := time.Now()
-	if now.Sub(h.swept) > 10*time.Second {
-		for id, rec := range h.calls {
-			if now.After(rec.until) {
-				delete(h.calls, id)
-			}
-		}
-		h.swept = now
-	}
-	h.calls[callID] = callRecord{node: node, user: user, until: until}
-	return true
-}
-
-// result routes a client's rpc.result to the waiting node. Only the called
-// user may answer, once, before the deadline.
-func (h *Hub) result(c *client, f Frame) error {
-	if f.ID == "" {
-		return errors.New(`rpc.result needs the "id" of the rpc.call it answers`)
-	}
-	h.mu.Lock()
-	rec, ok := h.calls[f.ID]
-	ok = ok && rec.user == c.user && time.Now().Before(rec.until)
-	if ok {
-		delete(h.calls, f.ID)
-	}
-	h.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
-	}
-	h.pub.routeResult(rec.node, f.ID, f.Payload)
 	return nil
 }
 
