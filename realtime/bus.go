@@ -111,7 +111,7 @@ type streamSink interface {
 
 // Bus delivers events to local sockets at once and to every other replica
 // through pg_notify. Stored events are first appended to their stream
-// (appender.go) and NOTIFY only rings the other replicas' doorbell; a
+// (bus_streams.go) and NOTIFY only rings the other replicas' doorbell; a
 // replica that missed it reads the stream (the hub's catch-up). Ephemeral
 // events travel in the notification itself, at most once. One publisher
 // goroutine sends whatever is pending in one round trip; one dedicated

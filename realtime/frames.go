@@ -218,7 +218,7 @@ func (h *Hub) leave(c *client, room string) error {
 }
 
 // leaveRoom takes c out of room and ends its follow of the room's stream:
-// room.leave and evictions (rooms.go) alike. It reports whether c was in
+// room.leave and evictions (room_access.go) alike. It reports whether c was in
 // the room.
 func (h *Hub) leaveRoom(c *client, room string) bool {
 	h.mu.Lock()

@@ -53,7 +53,7 @@ type HubOptions struct {
 	PingPeriod time.Duration
 	// Limits on the frames clients send and on sockets per user (limits.go).
 	Limits FrameLimits
-	// Rooms is asked before a socket joins a room (rooms.go): Rooms. Nil:
+	// Rooms is asked before a socket joins a room (room_access.go): Rooms. Nil:
 	// every room is open.
 	Rooms RoomAccess
 	// hold replaces holdNewSockets (tests).
@@ -89,7 +89,7 @@ type Hub struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool
-	// evictions counts room access notices applied (rooms.go).
+	// evictions counts room access notices applied (room_access.go).
 	evictions atomic.Uint64
 	hold      time.Duration // holdNewSockets; tests lengthen it
 }

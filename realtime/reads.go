@@ -82,7 +82,7 @@ func (h *Hub) readLoop() {
 		hs, err := h.opts.Store.ReadMany(ctx, cursors, readLimit(len(cursors)))
 		cancel()
 		if err == nil {
-			err = h.guardReads(hs) // rooms.go
+			err = h.guardReads(hs) // room_access.go
 		}
 		if err != nil {
 			if h.ctx.Err() != nil {

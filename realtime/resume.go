@@ -31,7 +31,7 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 		}
 	}
 	gen := h.evictions.Load()
-	forbidden, err := h.resumeAccess(c, names) // rooms.go
+	forbidden, err := h.resumeAccess(c, names) // room_access.go
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func (b *Bus) deliverLoop(ctx context.Context, committed <-chan storedBatch) {
 	for sb := range committed {
 		b.ring(ctx, sb.stored)
 		if b.hub != nil {
-			b.hub.offer(b.localOffers(sb.stored)) // rooms.go
+			b.hub.offer(b.localOffers(sb.stored)) // room_access.go
 		}
 		for _, req := range sb.reqs {
 			req.done <- nil
