@@ -195,7 +195,7 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 	switch {
 	case origin == b.opts.NodeID:
 		if doorbell {
-			b.receiveOwnDoorbell(payload) // room_access.go
+			b.receiveOwnDoorbell(payload)
 		}
 		return
 	case doorbell:

@@ -312,47 +312,6 @@ func (h *Hub) guardReads(hs []stream.History) error {
 	return nil
 }
 
-// localOffers is what of this replica's appends goes to its sockets at
-// once: everything, or, when the hub guards rooms, all but room events
-// (they come back through LISTEN, ordered after evictions).
-func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
-		return stored
-	}
-	out := make([]stream.Event, 0, len(stored))
-	for _, ev := range stored {
-		if _, room := streamTarget(ev.Stream); room == "" {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// receiveOwnDoorbell delivers this replica's own room events, held back by
-// localOffers, once their doorbell has come back through LISTEN.
-func (b *Bus) receiveOwnDoorbell(payload string) {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
-		return
-	}
-	d, err := stream.DecodeDoorbell(payload)
-	if err != nil {
-		b.logger.Warn("bus: unreadable doorbell", "error", err)
-		return
-	}
-	for _, r := range d.Ranges {
-		if _, room := streamTarget(r.Stream); room == "" || !b.hub.hasRecipients("", room) {
-			continue
-		}
-		if evs := r.Events(); evs != nil {
-			b.hub.offer(evs)
-		} else {
-			b.hub.behind(r.Stream, r.Last)
-		}
-	}
-}
-
 // receiveEvict applies an access change's notice.
 func (b *Bus) receiveEvict(ctx context.Context, payload string) {
 	var n evictNotice
