@@ -281,3 +281,22 @@ func (h *Hub) sendErrorCode(c *client, id, code, message string) {
 	frame, _ := encodeFrame(Event{Event: EventError, ID: id, Payload: payload}, time.Now())
 	h.write(c, frame)
 }
+
+// frameError is an error frame with a code.
+type frameError struct {
+	code string
+	err  error
+}
+
+func (e *frameError) Error() string { return e.err.Error() }
+
+func (e *frameError) Unwrap() error { return e.err }
+
+// errorCode is the code of an error frame answering err ("" for none).
+func errorCode(err error) string {
+	var fe *frameError
+	if errors.As(err, &fe) {
+		return fe.code
+	}
+	return ""
+}

@@ -88,24 +88,6 @@ func notifyEvict(ctx context.Context, tx pgx.Tx, n evictNotice) error {
 	return err
 }
 
-// frameError is an error frame with a code.
-type frameError struct {
-	code string
-	err  error
-}
-
-func (e *frameError) Error() string { return e.err.Error() }
-func (e *frameError) Unwrap() error { return e.err }
-
-// errorCode is the code of an error frame answering err ("" for none).
-func errorCode(err error) string {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		return fe.code
-	}
-	return ""
-}
-
 // mayUseRoom checks with RoomAccess that c's user may use room.
 func (h *Hub) mayUseRoom(c *client, room string) error {
 	if h.opts.Rooms == nil {
