@@ -365,3 +365,10 @@ func reposition(f *follow, hist stream.History) {
 		f.epoch, f.last = hist.Epoch, hist.Oldest-1
 	}
 }
+
+// follows reports whether c follows name.
+func (h *Hub) follows(c *client, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.follows[name] != nil
+}
