@@ -116,11 +116,6 @@ type client struct {
 	paused   bool               // a follow's catch-up waits for the queue to drain
 }
 
-type closeCode struct {
-	code int
-	text string
-}
-
 // Session keys set on every Melody session.
 const (
 	KeyUser   = "user_id"
@@ -326,39 +321,6 @@ func (h *Hub) onError(s *melody.Session, err error) {
 	h.logger.Debug("websocket error", "error", err)
 }
 
-// slowConsumer closes a connection whose buffer overflowed, once: Melody
-// would otherwise drop frames silently while the connection stays open.
-func (h *Hub) slowConsumer(c *client) {
-	if c == nil || !c.closing.CompareAndSwap(false, true) {
-		return
-	}
-	h.metrics.slow.Inc()
-	h.logger.Warn("closing slow websocket consumer", "user_id", c.user, "conn_id", c.id)
-	go h.closeConn(c, CloseSlowConsumer, "slow consumer: frames were not read fast enough")
-}
-
-// closeConn closes through the underlying connection: a close queued
-// behind a full buffer would be dropped. The client gets WriteWait to take
-// the close frame, and a second to answer it, before the socket is cut.
-func (h *Hub) closeConn(c *client, code int, text string) {
-	c.mu.Lock()
-	s := c.s
-	if s == nil {
-		c.closeReq = &closeCode{code, text} // onConnect closes it
-	}
-	c.mu.Unlock()
-	if s == nil {
-		return
-	}
-	conn := s.WebsocketConnection()
-	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(h.opts.WriteWait))
-	answer := time.Second
-	if code == CloseSlowConsumer { // it reads slowly: what is in flight before the close takes time
-		answer = h.opts.WriteWait
-	}
-	time.AfterFunc(answer, func() { _ = conn.Close() })
-}
-
 func addTo(idx map[string]map[*client]struct{}, key string, c *client) {
 	set := idx[key]
 	if set == nil {
@@ -422,21 +384,6 @@ func (h *Hub) UserConnectionsLocal(userID string) int {
 	return len(h.byUser[userID])
 }
 
-// DisconnectUserLocal closes userID's sockets on this node only (close code
-// 4001) and returns how many.
-func (h *Hub) DisconnectUserLocal(userID string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	n := 0
-	for c := range h.byUser[userID] {
-		if c.closing.CompareAndSwap(false, true) {
-			n++
-			go h.closeConn(c, CloseDisconnected, "disconnected by an operator")
-		}
-	}
-	return n
-}
-
 // RoomMembersLocal maps user id to connection count for room on this node.
 func (h *Hub) RoomMembersLocal(room string) map[string]int {
 	h.mu.RLock()
@@ -446,53 +393,4 @@ func (h *Hub) RoomMembersLocal(room string) map[string]int {
 		out[c.user]++
 	}
 	return out
-}
-
-// DrainLocal sends server.draining to every socket here and refuses new
-// upgrades from now on.
-func (h *Hub) DrainLocal() {
-	h.draining.Store(true)
-	frame, _ := encodeFrame(Event{Event: EventDraining}, time.Now())
-	h.deliver("", "", frame)
-}
-
-// Draining reports whether DrainLocal was called.
-func (h *Hub) Draining() bool { return h.draining.Load() }
-
-// Shutdown drains (server.draining to every socket), closes every socket
-// with 1001 after its queued frames, and waits for them until ctx ends; the
-// stragglers are then cut.
-func (h *Hub) Shutdown(ctx context.Context) {
-	if !h.draining.Load() {
-		h.DrainLocal()
-	}
-	h.mu.Lock()
-	h.closed = true
-	for c := range h.all {
-		// Queued behind server.draining; a full buffer makes it a slow
-		// consumer. A client still upgrading is closed by onConnect.
-		if s := c.session(); s != nil {
-			_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
-		}
-	}
-	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() { h.conns.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		h.mu.RLock()
-		for c := range h.all {
-			if s := c.session(); s != nil {
-				hardClose(s.WebsocketConnection().UnderlyingConn())
-			}
-		}
-		h.mu.RUnlock()
-		<-done
-	}
-	h.reads.mu.Lock()
-	h.cancel() // under reads.mu: no read loop starts after this
-	h.reads.mu.Unlock()
-	h.reads.wg.Wait()
-	_ = h.m.Close()
 }
