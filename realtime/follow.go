@@ -193,16 +193,6 @@ func (h *Hub) resumeDoneLocked(c *client, req *resumeReq) {
 	}
 }
 
-// followers is the set of sockets that may follow name; the caller holds
-// h.mu.
-func (h *Hub) followers(name string) map[*client]struct{} {
-	user, room := streamTarget(name)
-	if user != "" {
-		return h.byUser[user]
-	}
-	return h.byRoom[room]
-}
-
 // offer hands stored events (this replica's appends, a doorbell's bodies)
 // to the sockets that follow their streams. Each run of consecutive events
 // of one stream is offered under one lock of the hub and of each follower,
@@ -217,7 +207,7 @@ func (h *Hub) offer(evs []stream.Event) {
 		}
 		run := evs[:n]
 		evs = evs[n:]
-		set := h.followers(run[0].Stream)
+		set := h.followersLocked(run[0].Stream)
 		if len(set) == 0 {
 			continue
 		}
@@ -272,7 +262,7 @@ func (h *Hub) offerLocked(c *client, ev stream.Event, frame []byte) bool {
 func (h *Hub) behind(name string, last int64) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for c := range h.followers(name) {
+	for c := range h.followersLocked(name) {
 		c.mu.Lock()
 		if f := c.follows[name]; f != nil && !f.held && f.last < last {
 			h.requestRead(name, f.last)
@@ -303,7 +293,7 @@ func (h *Hub) applyRead(hist stream.History, seq uint64) {
 	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for c := range h.followers(hist.Stream) {
+	for c := range h.followersLocked(hist.Stream) {
 		h.applyReadTo(c, hist, seq, frames)
 	}
 }

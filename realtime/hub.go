@@ -75,14 +75,10 @@ type Hub struct {
 
 	presence presenceHook // nil: presence is not tracked (presence.go)
 
-	mu     sync.RWMutex
-	all    map[*client]struct{}
-	byUser map[string]map[*client]struct{}
-	byRoom map[string]map[*client]struct{}
-	calls  map[string]callRecord // rpc calls delivered here, by id
-	swept  time.Time
-	closed bool
-	conns  sync.WaitGroup
+	sockets                       // the index of clients (index.go); its mu guards them
+	calls   map[string]callRecord // rpc calls delivered here, by id
+	swept   time.Time
+	conns   sync.WaitGroup
 
 	reads  reads // catch-up reads of streams (reads.go)
 	ctx    context.Context
@@ -97,7 +93,7 @@ type Hub struct {
 // client is one socket. It is indexed before the upgrade answers 101, so
 // a client that sees its socket open misses nothing published after: frames
 // for it wait in queue until Melody's session exists. Its rooms are
-// guarded by Hub.mu, the rest by mu.
+// guarded by the hub's sockets.mu, the rest by mu.
 type client struct {
 	id      string
 	user    string
@@ -143,8 +139,7 @@ func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hu
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
 	h := &Hub{
 		opts: opts, origins: map[string]bool{}, logger: logger.With("component", "hub"),
-		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
-		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
+		sockets: newSockets(), calls: map[string]callRecord{},
 		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -238,18 +233,15 @@ func (h *Hub) userHead(ctx context.Context, userID string) (*position, error) {
 func (h *Hub) add(c *client, head *position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.all[c] = struct{}{}
-	addTo(h.byUser, c.user, c)
+	h.addLocked(c)
 	h.followUser(c, head)
 }
 
 func (h *Hub) remove(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.all, c)
-	removeFrom(h.byUser, c.user, c)
+	h.removeLocked(c)
 	for room := range c.rooms {
-		removeFrom(h.byRoom, room, c)
 		h.presenceChanged(room, c.user)
 	}
 }
@@ -321,76 +313,13 @@ func (h *Hub) onError(s *melody.Session, err error) {
 	h.logger.Debug("websocket error", "error", err)
 }
 
-func addTo(idx map[string]map[*client]struct{}, key string, c *client) {
-	set := idx[key]
-	if set == nil {
-		set = map[*client]struct{}{}
-		idx[key] = set
-	}
-	set[c] = struct{}{}
-}
-
-func removeFrom(idx map[string]map[*client]struct{}, key string, c *client) {
-	if set := idx[key]; set != nil {
-		delete(set, c)
-		if len(set) == 0 {
-			delete(idx, key)
-		}
-	}
-}
-
 // deliver writes frame to the sockets of user, of room, or (neither) all.
 func (h *Hub) deliver(user, room string, frame []byte) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	set := h.all
-	switch {
-	case user != "":
-		set = h.byUser[user]
-	case room != "":
-		set = h.byRoom[room]
-	}
+	set := h.recipientsLocked(user, room)
 	for c := range set {
 		h.write(c, frame)
 	}
 	return len(set)
-}
-
-// hasRecipients reports whether an event for user, room or everyone has a
-// recipient here.
-func (h *Hub) hasRecipients(user, room string) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	switch {
-	case user != "":
-		return len(h.byUser[user]) > 0
-	case room != "":
-		return len(h.byRoom[room]) > 0
-	}
-	return len(h.all) > 0
-}
-
-// LocalConnections is the number of sockets open on this node.
-func (h *Hub) LocalConnections() int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.all)
-}
-
-// UserConnectionsLocal is the number of userID's sockets on this node.
-func (h *Hub) UserConnectionsLocal(userID string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.byUser[userID])
-}
-
-// RoomMembersLocal maps user id to connection count for room on this node.
-func (h *Hub) RoomMembersLocal(room string) map[string]int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	out := map[string]int{}
-	for c := range h.byRoom[room] {
-		out[c.user]++
-	}
-	return out
 }

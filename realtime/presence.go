@@ -71,16 +71,16 @@ func (h *Hub) presenceChanged(room, user string) {
 type presenceKey struct{ room, user string }
 
 // presenceCounts counts user's sockets in room here, for each key.
-func (h *Hub) presenceCounts(keys []presenceKey) []int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+func (s *sockets) presenceCounts(keys []presenceKey) []int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	byRoom := map[string]map[string]int{}
 	out := make([]int, len(keys))
 	for i, k := range keys {
 		users, ok := byRoom[k.room]
 		if !ok {
 			users = map[string]int{}
-			for c := range h.byRoom[k.room] {
+			for c := range s.byRoom[k.room] {
 				users[c.user]++
 			}
 			byRoom[k.room] = users
@@ -91,11 +91,11 @@ func (h *Hub) presenceCounts(keys []presenceKey) []int {
 }
 
 // presenceLocal is every (room, user) with sockets here, and how many.
-func (h *Hub) presenceLocal() map[presenceKey]int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+func (s *sockets) presenceLocal() map[presenceKey]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	out := map[presenceKey]int{}
-	for room, set := range h.byRoom {
+	for room, set := range s.byRoom {
 		for c := range set {
 			out[presenceKey{room, c.user}]++
 		}
@@ -117,7 +117,7 @@ type PresenceTracker struct {
 	PresenceReader
 	opts   PresenceOptions
 	nodeID string
-	hub    *Hub // whose sockets' rooms it writes
+	local  *sockets // the hub's sockets, whose rooms it writes
 	logger *slog.Logger
 	base   startstop.Base
 	seq    atomic.Uint64
@@ -129,16 +129,16 @@ type PresenceTracker struct {
 	storedRows int // rows the last resync found (writer goroutine only)
 }
 
-// newPresence builds the tracker of hub's rooms, writing to q as node
-// nodeID; New makes the hub tell it of every change.
-func newPresence(opts PresenceOptions, q db.DB, nodeID string, hub *Hub, logger *slog.Logger) *PresenceTracker {
+// newPresence builds the tracker of the rooms of local, the hub's sockets,
+// writing to q as node nodeID; New makes the hub tell it of every change.
+func newPresence(opts PresenceOptions, q db.DB, nodeID string, local *sockets, logger *slog.Logger) *PresenceTracker {
 	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
 	opts.RetryEvery = cmp.Or(opts.RetryEvery, time.Second)
 	opts.ResyncEvery = cmp.Or(opts.ResyncEvery, 10*time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
 	return &PresenceTracker{
 		PresenceReader: PresenceReader{DB: q, SuspectAfter: opts.SuspectAfter},
-		opts:           opts, nodeID: nodeID, hub: hub, logger: logger.With("component", "presence"),
+		opts:           opts, nodeID: nodeID, local: local, logger: logger.With("component", "presence"),
 		dirty: map[presenceKey]struct{}{}, wake: make(chan struct{}, 1),
 	}
 }
@@ -265,7 +265,7 @@ func (p *PresenceTracker) flush(ctx context.Context) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	err := p.write(ctx, keys, p.hub.presenceCounts(keys))
+	err := p.write(ctx, keys, p.local.presenceCounts(keys))
 	if err != nil {
 		p.mark(keys)
 	}
@@ -379,7 +379,7 @@ func (p *PresenceTracker) envelope(c presenceChange) (string, error) {
 // survivor deleted while this node was stalled past the expiry, or rows
 // left by a failed write.
 func (p *PresenceTracker) resync(ctx context.Context) error {
-	local := p.hub.presenceLocal()
+	local := p.local.presenceLocal()
 	if len(local) == 0 && p.storedRows == 0 {
 		return nil // an idle node asks nothing; Stop's sweep ends what a failure left
 	}

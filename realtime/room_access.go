@@ -163,19 +163,6 @@ func (h *Hub) evict(ctx context.Context, n evictNotice) {
 	}
 }
 
-// roomClients lists the sockets here in room (of user, when given).
-func (h *Hub) roomClients(room, user string) []*client {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	var out []*client
-	for c := range h.byRoom[room] {
-		if user == "" || c.user == user {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // evictClient makes c leave room and tells it why; nothing if it was not
 // in the room.
 func (h *Hub) evictClient(c *client, room, reason string) {
@@ -219,27 +206,6 @@ func (h *Hub) evictDenied(ctx context.Context, rooms map[string]bool) {
 			return
 		}
 	}
-}
-
-// roomUsers maps each room (of rooms; all when nil) to the users with
-// sockets here in it.
-func (h *Hub) roomUsers(rooms map[string]bool) map[string][]string {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	ask := map[string][]string{}
-	for room, set := range h.byRoom {
-		if rooms != nil && !rooms[room] {
-			continue
-		}
-		seen := map[string]bool{}
-		for c := range set {
-			if !seen[c.user] {
-				seen[c.user] = true
-				ask[room] = append(ask[room], c.user)
-			}
-		}
-	}
-	return ask
 }
 
 func (h *Hub) evictUsers(denied map[string][]string, reason string) {

@@ -52,8 +52,7 @@ func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resum
 			h.mu.Unlock()
 			return fmt.Errorf("a connection may join at most %d rooms; leave one first", h.opts.MaxRooms)
 		}
-		c.rooms[room] = struct{}{}
-		addTo(h.byRoom, room, c)
+		h.joinLocked(c, room)
 		h.presenceChanged(room, c.user)
 	}
 	rooms := roomList(c)
@@ -105,8 +104,7 @@ func (h *Hub) leaveRoom(c *client, room string) bool {
 	if was {
 		h.presenceChanged(room, c.user)
 	}
-	delete(c.rooms, room)
-	removeFrom(h.byRoom, room, c)
+	h.leaveLocked(c, room)
 	rooms := roomList(c)
 	c.mu.Lock()
 	h.unfollowLocked(c, stream.RoomStream(room))
