@@ -75,9 +75,8 @@ type Hub struct {
 
 	presence presenceHook // nil: presence is not tracked (presence.go)
 
-	sockets                       // the index of clients (index.go); its mu guards them
-	calls   map[string]callRecord // rpc calls delivered here, by id
-	swept   time.Time
+	sockets             // the index of clients (index.go); its mu guards them
+	calls   callRecords // rpc calls delivered here (rpc.go)
 	conns   sync.WaitGroup
 
 	reads  reads // catch-up reads of streams (reads.go)
@@ -139,8 +138,8 @@ func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hu
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
 	h := &Hub{
 		opts: opts, origins: map[string]bool{}, logger: logger.With("component", "hub"),
-		sockets: newSockets(), calls: map[string]callRecord{},
-		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
+		sockets: newSockets(),
+		reads:   reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for _, o := range opts.AllowedOrigins {

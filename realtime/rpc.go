@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -154,34 +155,54 @@ type callRecord struct {
 	until      time.Time
 }
 
-// deliverCall writes an rpc.call frame to user's sockets and remembers which
-// node waits for the answer. The write lock covers only the record; the
-// frame goes out under the read lock, as every other delivery.
-func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
-	if !h.recordCall(user, callID, node, until) {
-		return
-	}
-	h.deliver(user, "", frame)
+// callRecords are the rpc.calls delivered to sockets here, by call id.
+type callRecords struct {
+	mu    sync.Mutex
+	byID  map[string]callRecord
+	swept time.Time // when records past their deadline were last forgotten
 }
 
-// recordCall remembers a call for user if a socket of user is here.
-func (h *Hub) recordCall(user, callID, node string, until time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.byUser[user]) == 0 {
-		return false
-	}
+// add remembers a call; every 10 s the records past their deadline are
+// forgotten.
+func (r *callRecords) add(id string, rec callRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	now := time.Now()
-	if now.Sub(h.swept) > 10*time.Second {
-		for id, rec := range h.calls {
+	if now.Sub(r.swept) > 10*time.Second {
+		for id, rec := range r.byID {
 			if now.After(rec.until) {
-				delete(h.calls, id)
+				delete(r.byID, id)
 			}
 		}
-		h.swept = now
+		r.swept = now
 	}
-	h.calls[callID] = callRecord{node: node, user: user, until: until}
-	return true
+	if r.byID == nil {
+		r.byID = map[string]callRecord{}
+	}
+	r.byID[id] = rec
+}
+
+// take forgets and returns call id's record when user was called and its
+// deadline has not passed; another user's answer leaves it in place.
+func (r *callRecords) take(id, user string) (callRecord, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.byID[id]
+	ok = ok && rec.user == user && time.Now().Before(rec.until)
+	if ok {
+		delete(r.byID, id)
+	}
+	return rec, ok
+}
+
+// deliverCall writes an rpc.call frame to user's sockets, when any is here,
+// and remembers which node waits for the answer.
+func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
+	if !h.hasRecipients(user, "") {
+		return
+	}
+	h.calls.add(callID, callRecord{node: node, user: user, until: until})
+	h.deliver(user, "", frame)
 }
 
 // result routes a client's rpc.result to the waiting node. Only the called
@@ -190,13 +211,7 @@ func (h *Hub) result(c *client, f Frame) error {
 	if f.ID == "" {
 		return errors.New(`rpc.result needs the "id" of the rpc.call it answers`)
 	}
-	h.mu.Lock()
-	rec, ok := h.calls[f.ID]
-	ok = ok && rec.user == c.user && time.Now().Before(rec.until)
-	if ok {
-		delete(h.calls, f.ID)
-	}
-	h.mu.Unlock()
+	rec, ok := h.calls.take(f.ID, c.user)
 	if !ok {
 		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
 	}
