@@ -65,8 +65,7 @@ type HubOptions struct {
 // the bus New builds it with.
 type Hub struct {
 	opts    HubOptions
-	origins map[string]bool
-	anyOrig bool
+	origins origins
 	m       *melody.Melody
 	pub     publisher
 	logger  *slog.Logger
@@ -137,16 +136,11 @@ func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hu
 	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
 	h := &Hub{
-		opts: opts, origins: map[string]bool{}, logger: logger.With("component", "hub"),
+		opts: opts, origins: newOrigins(opts.AllowedOrigins), logger: logger.With("component", "hub"),
 		sockets: newSockets(),
 		reads:   reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	for _, o := range opts.AllowedOrigins {
-		o = strings.TrimRight(strings.ToLower(strings.TrimSpace(o)), "/")
-		h.anyOrig = h.anyOrig || o == "*"
-		h.origins[o] = true
-	}
 	h.m = h.newMelody()
 	h.metrics = newHubMetrics(reg, h)
 	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, reg)
@@ -160,7 +154,7 @@ func (h *Hub) newMelody() *melody.Melody {
 	m.Config.WriteWait = h.opts.WriteWait
 	m.Config.PingPeriod = h.opts.PingPeriod
 	m.Config.PongWait = h.opts.PingPeriod * 10 / 9
-	m.Upgrader.CheckOrigin = h.originAllowed
+	m.Upgrader.CheckOrigin = h.origins.allow
 	// Memory per idle socket: read through the buffer net/http already holds
 	// for the hijacked connection; write buffers only while writing.
 	m.Upgrader.ReadBufferSize = 0
@@ -184,7 +178,7 @@ func (h *Hub) Admit(r *http.Request) error {
 	if h.draining.Load() {
 		return ErrDraining
 	}
-	if !h.originAllowed(r) {
+	if !h.origins.allow(r) {
 		return ErrOrigin
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
@@ -245,21 +239,38 @@ func (h *Hub) remove(c *client) {
 	}
 }
 
-// originAllowed: no Origin (not a browser), "*", a listed origin, or by
-// default the request's own host.
-func (h *Hub) originAllowed(r *http.Request) bool {
+// origins are the browser origins that may open sockets
+// (HubOptions.AllowedOrigins), lower case, without a trailing slash.
+type origins struct {
+	any    bool // "*" is listed
+	listed map[string]bool
+}
+
+func newOrigins(list []string) origins {
+	o := origins{listed: map[string]bool{}}
+	for _, origin := range list {
+		origin = strings.TrimRight(strings.ToLower(strings.TrimSpace(origin)), "/")
+		o.any = o.any || origin == "*"
+		o.listed[origin] = true
+	}
+	return o
+}
+
+// allow: no Origin (not a browser), "*", a listed origin, or by default
+// the request's own host.
+func (o origins) allow(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" || h.anyOrig {
+	if origin == "" || o.any {
 		return true
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if len(h.origins) == 0 {
+	if len(o.listed) == 0 {
 		return strings.EqualFold(u.Host, r.Host)
 	}
-	return h.origins[strings.ToLower(u.Scheme+"://"+u.Host)]
+	return o.listed[strings.ToLower(u.Scheme+"://"+u.Host)]
 }
 
 func clientOf(s *melody.Session) *client {
