@@ -83,8 +83,15 @@ type BusOptions struct {
 	StopTimeout time.Duration
 }
 
-// deliverer is what the bus hands envelopes for this replica's sockets
-// to: the hub.
+// localSockets is this replica's sockets as the bus hands them what it
+// publishes and hears: the hub, in its three roles.
+type localSockets interface {
+	deliverer
+	streamSink
+	roomGuard
+}
+
+// deliverer takes the ephemeral frames of envelopes.
 type deliverer interface {
 	// deliver writes frame to the sockets of user, of room, or (neither) all.
 	deliver(user, room string, frame []byte) int
@@ -94,11 +101,10 @@ type deliverer interface {
 	// hasRecipients reports whether an event for user, room or (neither)
 	// everyone has a socket here.
 	hasRecipients(user, room string) bool
-	streamSink
 }
 
-// streamSink is what the bus hands stored events to: the hub, whose
-// sockets deliver each stream's offsets once and in order.
+// streamSink takes stored events; its sockets deliver each stream's
+// offsets once and in order.
 type streamSink interface {
 	// offer delivers stored events (this replica's appends, doorbell
 	// bodies) to the sockets that follow their streams.
@@ -119,7 +125,7 @@ type streamSink interface {
 type Bus struct {
 	opts    BusOptions
 	logger  *slog.Logger
-	hub     deliverer // nil: no sockets here (NewBus); New sets it
+	hub     localSockets // nil: no sockets here (NewBus); New sets it
 	metrics busMetrics
 	base    startstop.Base
 

@@ -222,8 +222,7 @@ func (b *Bus) receiveDoorbell(payload string) {
 // once: everything, or, when the hub guards rooms, all but room events
 // (they come back through LISTEN, ordered after evictions).
 func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
+	if !b.hub.guardsRooms() {
 		return stored
 	}
 	out := make([]stream.Event, 0, len(stored))
@@ -238,8 +237,7 @@ func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
 // receiveOwnDoorbell delivers this replica's own room events, held back by
 // localOffers, once their doorbell has come back through LISTEN.
 func (b *Bus) receiveOwnDoorbell(payload string) {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
+	if b.hub == nil || !b.hub.guardsRooms() {
 		return
 	}
 	d, err := stream.DecodeDoorbell(payload)

@@ -118,7 +118,7 @@ func (h *Hub) typing(c *client, f Frame) error {
 func (h *Hub) publish(ev Event) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.pub.Publish(ctx, ev); err != nil {
+	if err := h.bus.Publish(ctx, ev); err != nil {
 		h.logger.Warn("client event not published to other nodes", "event", ev.Event, "error", err)
 		return errors.New("the message could not be sent to every node; try again")
 	}

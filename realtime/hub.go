@@ -67,7 +67,7 @@ type Hub struct {
 	opts    HubOptions
 	origins origins
 	m       *melody.Melody
-	pub     publisher
+	bus     relay
 	logger  *slog.Logger
 	metrics hubMetrics
 	limits  *limiter
@@ -118,8 +118,8 @@ const (
 	keyClient = "client"
 )
 
-// publisher is what the hub sends its clients' frames through: the bus.
-type publisher interface {
+// relay is how the hub's clients reach the other replicas: the bus.
+type relay interface {
 	// Publish delivers ev here and on every other replica.
 	Publish(ctx context.Context, ev Event) error
 	// routeResult sends a client's rpc result to the node waiting for it.

@@ -125,7 +125,7 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 	if b.hub != nil {
 		// What was appended while this replica was not listening is read
 		// now: from here on every append rings this connection.
-		b.revalidateRooms(ctx) // room_access.go: notices may have been missed
+		b.hub.revalidateRooms(ctx) // room_access.go: notices may have been missed
 		b.hub.catchUp()
 	}
 	for {

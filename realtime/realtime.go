@@ -62,7 +62,7 @@ func New(opts Options) *Realtime {
 	}
 	logger := rt.Bus.opts.Logger
 	rt.Hub = newHub(*opts.Hub, logger, opts.Bus.Registry)
-	rt.Bus.hub, rt.Hub.pub = rt.Hub, rt.Bus
+	rt.Bus.hub, rt.Hub.bus = rt.Hub, rt.Bus
 	if opts.Presence != nil {
 		rt.Presence = newPresence(*opts.Presence, rt.Bus.opts.Pool, rt.Bus.opts.NodeID, &rt.Hub.sockets, logger)
 		rt.Hub.presence = rt.Presence

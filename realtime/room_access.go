@@ -33,6 +33,18 @@ import (
 // local socket's rooms are checked again (revalidateRooms). A join racing
 // an eviction is checked again after it was indexed (join).
 
+// roomGuard applies access changes to the sockets here: the hub, which
+// evicts them from the rooms they may no longer use.
+type roomGuard interface {
+	// guardsRooms reports whether room access is checked here; then the
+	// bus delivers this replica's own room events through LISTEN.
+	guardsRooms() bool
+	// evict applies an access change's notice.
+	evict(ctx context.Context, n evictNotice)
+	// revalidateRooms checks every socket's rooms again.
+	revalidateRooms(ctx context.Context)
+}
+
 // RoomAccess is what the hub asks about members-only rooms: Rooms.
 type RoomAccess interface {
 	// CanUseRoom reports whether user may join, post to and read room.
@@ -222,13 +234,6 @@ func (h *Hub) evictUsers(denied map[string][]string, reason string) {
 // (re)connected, eviction notices may have been missed.
 func (h *Hub) revalidateRooms(ctx context.Context) { h.evictDenied(ctx, nil) }
 
-// revalidateRooms has the hub check its sockets' rooms again.
-func (b *Bus) revalidateRooms(ctx context.Context) {
-	if r, ok := b.hub.(interface{ revalidateRooms(context.Context) }); ok {
-		r.revalidateRooms(ctx)
-	}
-}
-
 // guardReads evicts, before a read's events are written, the followers of
 // its room streams who may not use the room now: the read may hold events
 // committed after an eviction this replica has not applied yet. An error
@@ -268,9 +273,7 @@ func (b *Bus) receiveEvict(ctx context.Context, payload string) {
 		return
 	}
 	b.metrics.received.Inc()
-	if e, ok := b.hub.(interface {
-		evict(context.Context, evictNotice)
-	}); ok {
-		e.evict(ctx, n)
+	if b.hub != nil {
+		b.hub.evict(ctx, n)
 	}
 }

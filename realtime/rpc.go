@@ -215,6 +215,6 @@ func (h *Hub) result(c *client, f Frame) error {
 	if !ok {
 		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
 	}
-	h.pub.routeResult(rec.node, f.ID, f.Payload)
+	h.bus.routeResult(rec.node, f.ID, f.Payload)
 	return nil
 }
