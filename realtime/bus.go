@@ -29,13 +29,12 @@ const Channel = "switchboard_bus"
 // (counted in bytes). Anything that large goes to bus_spill.
 const maxNotifyBytes = 8000
 
-// DefaultIdlePing: a LISTEN connection that heard nothing for this long is
-// pinged (a round trip; it must answer within 2 s). A connection that dies
-// without a reset (a lost network) is found within about 12 s, and what
-// was appended meanwhile is read once LISTEN is back (the streams'
-// catch-up), so a longer wait delays, never loses; an idle replica pays a
-// ping every 10 s for it (it paid one every 5 s before the idle round trip
-// budget of issue 18).
+// DefaultIdlePing is how long a LISTEN connection may hear nothing before
+// it is pinged (a round trip; it must answer within 2 s). A connection
+// that dies without a reset (a lost network) is found within about 12 s,
+// and what was appended meanwhile is read once LISTEN is back (the
+// streams' catch-up), so a longer wait delays, never loses; an idle
+// replica pays one round trip per period for it.
 const DefaultIdlePing = 10 * time.Second
 
 // BusOptions configure a Bus; zero values mean defaults.

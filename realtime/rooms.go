@@ -73,7 +73,7 @@ func joinPosition(payload json.RawMessage) (*position, error) {
 		Epoch  string `json:"epoch"`
 	}
 	if len(payload) == 0 || payload[0] != '{' {
-		return nil, nil // no position (a payload of another kind is ignored, as before)
+		return nil, nil // no position: a payload that is not an object is ignored
 	}
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, fmt.Errorf(`room.join payload must be {"offset":<int>,"epoch":"<epoch>"}: %v`, err)
