@@ -41,7 +41,7 @@ type follow struct {
 	// held: a new socket's user stream delivers nothing until the client's
 	// first frame has been handled (or holdNewSockets passed), so that a
 	// resume sent first positions it before any live event is written;
-	// the release reads from the head, so nothing is lost meanwhile.
+	// the end of the hold reads from the head, so nothing is lost meanwhile.
 	held bool
 	// checked: the resume's position was compared with the store.
 	checked, recovered bool
@@ -99,9 +99,9 @@ func (h *Hub) followUser(c *client, head *position) {
 // client's first frame.
 const holdNewSockets = time.Second
 
-// releaseHeld starts the held user stream of c: from where it was held,
+// endHold starts the held user stream of c: from where it was held,
 // or from the position a resume gave it.
-func (h *Hub) releaseHeld(c *client) {
+func (h *Hub) endHold(c *client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	name := stream.UserStream(c.user)
@@ -171,13 +171,13 @@ func (h *Hub) finishResume(c *client, name string, f *follow) {
 }
 
 // newResume is a resume being registered: it is answered only once the
-// registration ends (releaseResume) and every stream has caught up.
+// registration ends (resumeRegistered) and every stream has caught up.
 func newResume() *resumeReq {
 	return &resumeReq{pending: 1, streams: map[string]resumedStream{}}
 }
 
-// releaseResume ends req's registration.
-func (h *Hub) releaseResume(c *client, req *resumeReq) {
+// resumeRegistered ends req's registration.
+func (h *Hub) resumeRegistered(c *client, req *resumeReq) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.resumeDoneLocked(c, req)

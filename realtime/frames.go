@@ -42,7 +42,7 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	}
 	// A new socket's held user stream starts after its first frame, handled
 	// or refused: after a resume sent first has positioned it.
-	defer h.releaseHeld(c)
+	defer h.endHold(c)
 	if c.closing.Load() || !h.admitFrame(c, len(msg)) {
 		return
 	}

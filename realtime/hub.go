@@ -197,11 +197,11 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 	h.conns.Add(1)
 	h.mu.Unlock()
 	defer h.conns.Done()
-	limit, err := h.limits.acquire(userID)
+	limit, err := h.limits.addConn(userID)
 	if err != nil {
 		return err
 	}
-	defer h.limits.release(userID)
+	defer h.limits.removeConn(userID)
 	head, err := h.userHead(r.Context(), userID)
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
-	time.AfterFunc(h.hold, func() { h.releaseHeld(c) })
+	time.AfterFunc(h.hold, func() { h.endHold(c) })
 	c.mu.Unlock()
 	h.mu.RLock()
 	closed := h.closed

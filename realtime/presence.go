@@ -220,13 +220,14 @@ func (p *PresenceTracker) writeLoop(ctx context.Context) {
 		for p.pending() && ctx.Err() == nil {
 			if err := p.flush(ctx); err != nil && ctx.Err() == nil {
 				p.logger.Warn("presence not written; retrying", "error", err, "retry_in", p.opts.RetryEvery.String())
-				p.pause(ctx, p.opts.RetryEvery)
+				p.sleep(ctx, p.opts.RetryEvery)
 			}
 		}
 	}
 }
 
-func (p *PresenceTracker) pause(ctx context.Context, d time.Duration) {
+// sleep waits d, or until ctx ends.
+func (p *PresenceTracker) sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -411,7 +412,7 @@ func (p *PresenceTracker) resync(ctx context.Context) error {
 func (p *PresenceTracker) sweepLoop(ctx context.Context) {
 	swept := map[string]bool{}
 	for ctx.Err() == nil {
-		p.pause(ctx, p.sweepOnce(ctx, swept))
+		p.sleep(ctx, p.sweepOnce(ctx, swept))
 	}
 }
 

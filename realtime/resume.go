@@ -36,7 +36,7 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 		return err
 	}
 	req := newResume()
-	defer h.releaseResume(c, req)
+	defer h.resumeRegistered(c, req)
 	for _, name := range names {
 		pos := p.Streams[name]
 		if _, room := streamTarget(name); room != "" {

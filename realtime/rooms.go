@@ -38,7 +38,7 @@ func (h *Hub) join(c *client, room string, pos *position) error {
 	}
 	err := h.joinFollow(c, room, pos, head, req)
 	if req != nil {
-		h.releaseResume(c, req)
+		h.resumeRegistered(c, req)
 	}
 	return err
 }

@@ -157,9 +157,9 @@ type callRecord struct {
 
 // callRecords are the rpc.calls delivered to sockets here, by call id.
 type callRecords struct {
-	mu    sync.Mutex
-	byID  map[string]callRecord
-	swept time.Time // when records past their deadline were last forgotten
+	mu     sync.Mutex
+	byID   map[string]callRecord
+	forgot time.Time // when records past their deadline were last forgotten
 }
 
 // add remembers a call; every 10 s the records past their deadline are
@@ -168,13 +168,13 @@ func (r *callRecords) add(id string, rec callRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
-	if now.Sub(r.swept) > 10*time.Second {
+	if now.Sub(r.forgot) > 10*time.Second {
 		for id, rec := range r.byID {
 			if now.After(rec.until) {
 				delete(r.byID, id)
 			}
 		}
-		r.swept = now
+		r.forgot = now
 	}
 	if r.byID == nil {
 		r.byID = map[string]callRecord{}
