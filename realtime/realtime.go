@@ -8,7 +8,11 @@
 // other replica's doorbell through pg_notify on one channel; ephemeral
 // events travel in the notification itself. Each socket delivers each
 // stream's offsets once and in order, reading the store after a gap
-// (follow.go, reads.go); clients resume from their offsets (resume.go). Frames follow docs/api.md "Realtime":
+// (follow.go, reads.go); clients resume from their offsets (resume.go). A
+// PresenceTracker keeps the presence table equal to the hub's sockets'
+// rooms (presence.go). The words coined here are in docs/glossary.md.
+//
+// Frames follow docs/api.md "Realtime":
 // {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
 // from and ts.
 package realtime
