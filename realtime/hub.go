@@ -74,7 +74,7 @@ type Hub struct {
 
 	presence presenceHook // nil: presence is not tracked (presence.go)
 
-	sockets             // the index of clients (index.go); its mu guards them
+	sockets             // the index of clients (sockets.go); its mu guards them
 	calls   callRecords // rpc calls delivered here (rpc.go)
 	conns   sync.WaitGroup
 
