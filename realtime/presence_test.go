@@ -153,3 +153,25 @@ func TestPresenceResyncAfterASweep(t *testing.T) {
 		t.Fatalf("presence: %+v %v", pr, err)
 	}
 }
+
+// TestPresenceFollowsTheHubsSockets: the hub New builds tells its tracker
+// of every join and leave as it happens: with a resync an hour away, a
+// socket's room.join is announced, and so is its room.leave.
+func TestPresenceFollowsTheHubsSockets(t *testing.T) {
+	t.Parallel()
+	n := startTrackedNode(t, dbtest.NewDatabaseURL(t), PresenceOptions{ResyncEvery: time.Hour})
+	watcher, alice := uuid.NewString(), uuid.NewString()
+	w := dial(t, n, watcher)
+	w.send(t, Frame{Event: "room.join", Room: "lobby"})
+	w.expect(t, EventRoomJoined)
+	if got := presenceFrames(t, w, 1); got[0] != EventPresenceJoin+" "+watcher {
+		t.Fatalf("the watcher's own join: %v", got)
+	}
+	a := dial(t, n, alice)
+	a.send(t, Frame{Event: "room.join", Room: "lobby"})
+	a.expect(t, EventRoomJoined)
+	a.send(t, Frame{Event: "room.leave", Room: "lobby"})
+	if got := presenceFrames(t, w, 2); got[0] != EventPresenceJoin+" "+alice || got[1] != EventPresenceLeave+" "+alice {
+		t.Fatalf("alice's join and leave: %v", got)
+	}
+}
