@@ -43,9 +43,8 @@ type app struct {
 	river    *workers.River
 	cluster  *cluster.Cluster
 	web      *web.Server
-	hub      *realtime.Hub // web replicas only, with presence
-	presence *realtime.PresenceTracker
-	bus      *realtime.Bus
+	rt       *realtime.Realtime // with a hub and presence on web replicas
+	bus      *realtime.Bus      // rt.Bus, which the job code announces through
 	jobs     scheduling
 	http     *http.Server
 	listener net.Listener
@@ -148,9 +147,9 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 }
 
 func (a *app) build() error {
-	a.hub, a.bus = a.newRealtime()
+	a.rt = a.newRealtime()
+	a.bus = a.rt.Bus
 	a.cluster = a.newCluster()
-	a.presence = a.newPresence()
 	a.jobs.metrics = jobs.NewMetrics(a.registry)
 	var err error
 	if a.river, err = a.newRiver(); err != nil {
@@ -187,15 +186,15 @@ func (a *app) serviceList() []service {
 		onStop("tracing", a.stopTracing),
 		{name: "listener", start: a.listen, stop: a.closeListener},
 		component("cluster", a.cluster),
-		startWithin(15*time.Second, component("realtime bus", a.bus)),
+		startWithin(15*time.Second, component("realtime bus", a.rt.Bus)),
 	}
-	if a.presence != nil { // stops after the sockets closed: it ends what they held
-		list = append(list, component("presence", a.presence))
+	if a.rt.Presence != nil { // stops after the sockets closed: it ends what they held
+		list = append(list, component("presence", a.rt.Presence))
 	}
 	list = append(list, a.jobs.webServices()...)
 	list = append(list, service{name: "http", start: a.serve, stop: a.shutdownHTTP})
-	if a.hub != nil {
-		list = append(list, onStop("sockets", a.hub.Shutdown))
+	if a.rt.Hub != nil {
+		list = append(list, onStop("sockets", a.rt.Hub.Shutdown))
 	}
 	list = append(list, component("river", a.river))
 	list = append(list, a.jobs.workerServices()...)

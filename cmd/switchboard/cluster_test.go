@@ -32,8 +32,8 @@ func startCluster(t *testing.T, n int) ([]*testServer, string) {
 // no more heartbeats, nothing listening, its row left behind.
 func (s *testServer) crash() {
 	s.cluster.StopHeartbeat()
-	if s.presence != nil {
-		s.presence.StopWriting()
+	if s.rt.Presence != nil {
+		s.rt.Presence.StopWriting()
 	}
 	_ = s.http.Close()
 }

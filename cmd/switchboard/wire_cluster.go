@@ -16,9 +16,9 @@ import (
 func (a *app) newCluster() *cluster.Cluster {
 	var sockets cluster.Sockets // nil on worker-only replicas: no hub
 	disconnect := func(context.Context, string) int { return 0 }
-	if a.hub != nil {
-		sockets = a.hub
-		disconnect = func(_ context.Context, userID string) int { return a.hub.DisconnectUserLocal(userID) }
+	if hub := a.rt.Hub; hub != nil {
+		sockets = hub
+		disconnect = func(_ context.Context, userID string) int { return hub.DisconnectUserLocal(userID) }
 	}
 	// The scaler's figures: exported by every node (web too, so a pool
 	// scaled to zero is still seen) and shown in the status, one cached read.
