@@ -2,13 +2,11 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
 )
@@ -67,27 +65,6 @@ func CancelRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], owner
 		return CancelResult{}, fmt.Errorf("cancel run: %w", err)
 	}
 	return CancelResult{Run: run, Changed: true}, nil
-}
-
-// cancelJobs cancels the run's unfinished River jobs (found through River's
-// GIN index on args).
-func cancelJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], runID string) error {
-	rows, err := tx.Query(ctx, `
-		SELECT id FROM river_job
-		WHERE args @> jsonb_build_object('run_id', $1::text) AND kind = 'task_run' AND finalized_at IS NULL`, runID)
-	if err != nil {
-		return fmt.Errorf("cancel run: find job: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("cancel run: find job: %w", err)
-	}
-	for _, id := range ids {
-		if _, err := client.JobCancelTx(ctx, tx, id); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("cancel run: cancel job %d: %w", id, err)
-		}
-	}
-	return nil
 }
 
 func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {

@@ -362,14 +362,8 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		           CASE WHEN $1::interval > '0s' THEN (SELECT min(next_run_at) FROM tasks
 		               WHERE active AND next_run_at IS NOT NULL AND overlap = 'allow') - $1::interval END
 		       ) - now())::float8,
-		       -- why: one index-only min per state on River's
-		       -- river_job_prioritized_fetching_index (state, queue, priority,
-		       -- scheduled_at): the default queue holds only run jobs, all of
-		       -- priority 1 (runInsertOpts). An IN over the states, or a kind
-		       -- filter (the planner then takes river_job_kind), would read
-		       -- every matching job.
-		       LEAST(`+jobMin("available")+`, `+jobMin("scheduled")+`, `+jobMin("retryable")+`),
-		       `+jobDue("available")+` OR `+jobDue("scheduled")+` OR `+jobDue("retryable"), lead).
+		       `+runJobsNextSQL+`,
+		       `+runJobsDueSQL, lead).
 		Scan(&due, &secs, &at, &available)
 	if err != nil {
 		return 0, 0, time.Time{}, false, fmt.Errorf("due stats: %w", err)
@@ -383,25 +377,6 @@ func dueStats(ctx context.Context, q db.DB, lead time.Duration) (due int, untilN
 		return due, NoWork, jobAt, available, nil
 	}
 	return due, time.Duration(*secs * float64(time.Second)), jobAt, available, nil
-}
-
-// jobMin is dueStats' subquery for the earliest future run job in state.
-func jobMin(state string) string {
-	return `(SELECT min(scheduled_at) FROM ` + runJobs(state) + ` AND scheduled_at > now())`
-}
-
-// jobDue is dueStats' subquery for a run job in state whose time has
-// come: fetchable (available), or waiting for River's scheduler, which
-// runs only in a running client (scheduled, retryable).
-func jobDue(state string) string {
-	return `EXISTS (SELECT 1 FROM ` + runJobs(state) + ` AND scheduled_at <= now())`
-}
-
-// runJobs is the run jobs in state, as river_job_prioritized_fetching_index
-// (state, queue, priority, scheduled_at) reads them: the default queue
-// holds only run jobs, all of priority 1 (runInsertOpts).
-func runJobs(state string) string {
-	return `river_job WHERE state = '` + state + `' AND queue = 'default' AND priority = 1`
 }
 
 // claimedTask is a locked due task and the run its tick gets.
@@ -627,7 +602,7 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 		byTask[ct.id] = ct
 	}
 	params := make([]river.InsertManyParams, len(runs))
-	var seen, ahead bool
+	var ahead bool
 	for i, r := range runs {
 		ct := byTask[r.TaskID]
 		opts := runInsertOpts(ct.maxAttempts)
@@ -638,13 +613,14 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 		}
 		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: opts}
 	}
+	var mark *atTimeInsert
 	if ahead {
-		ctx = context.WithValue(ctx, releaseKey{}, &seen)
+		ctx, mark = insertAtTime(ctx)
 	}
 	if _, err := c.opts.River.InsertManyFastTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("claim: enqueue runs: %w", err)
 	}
-	if ahead && !seen {
+	if mark != nil && !mark.kept {
 		// Its jobs would wait for River's scheduler (up to 5 s): roll
 		// back, and claim ticks once due from now on.
 		c.noLead.Store(true)

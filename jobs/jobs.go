@@ -24,7 +24,7 @@ type RunArgs struct {
 }
 
 // Kind is River's job kind.
-func (RunArgs) Kind() string { return "task_run" }
+func (RunArgs) Kind() string { return runJobKind }
 
 // runInsertOpts gives the job its task's retry budget.
 func runInsertOpts(maxAttempts int) *river.InsertOpts {

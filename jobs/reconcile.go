@@ -26,11 +26,8 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]OwnedRun,
 		WITH orphans AS (
 			SELECT r.id, j.state, r.status, r.attempt, r.started_at
 			FROM task_runs r
-			-- why: River's GIN index on args finds the run's job.
 			LEFT JOIN LATERAL (
-				SELECT state FROM river_job j
-				WHERE j.args @> jsonb_build_object('run_id', r.id::text) AND j.kind = 'task_run'
-				ORDER BY j.id DESC LIMIT 1
+				`+lastRunJobSQL("r.id")+`
 			) j ON true
 			WHERE r.finished_at IS NULL AND r.status IN ('queued', 'running') AND r.created_at < now() - make_interval(secs => $2)
 				AND (j.state IS NULL OR j.state IN ('completed', 'discarded', 'cancelled'))

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
 )
@@ -27,33 +24,6 @@ import (
 // would insert a job with a future ScheduledAt as 'scheduled' and release it
 // on its scheduler's 5 s tick; ReleaseAtTick, a River insert middleware,
 // keeps it available instead.
-
-// ReleaseAtTick is the River insert middleware that claiming ahead needs:
-// the jobs of runs claimed ahead of their tick are inserted available (not
-// scheduled) with scheduled_at = the tick. It changes only inserts the
-// claimer marks; install it on the River client a Claimer with a Lead
-// inserts through (workers.RiverConfig does).
-type ReleaseAtTick struct {
-	river.MiddlewareDefaults
-}
-
-// releaseKey marks a claim's insert context; the middleware notes that it
-// ran (a client without it inserts the jobs scheduled).
-type releaseKey struct{}
-
-// InsertMany keeps the marked insert's scheduled jobs available.
-func (ReleaseAtTick) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
-	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
-	if seen, ok := ctx.Value(releaseKey{}).(*bool); ok {
-		*seen = true
-		for _, p := range params {
-			if p.Kind == (RunArgs{}).Kind() && p.State == rivertype.JobStateScheduled {
-				p.State = rivertype.JobStateAvailable
-			}
-		}
-	}
-	return doInner(ctx)
-}
 
 // releaseShare: release times this close share one notification (a burst
 // of snoozes or retries costs one round trip, not one each).
@@ -158,44 +128,12 @@ func (r *releaser) loop(ctx context.Context) {
 	}
 }
 
-// insertChannelSQL is the SQL of River's insert notification channel for
-// the River schema given by the SQL expression schema (” : the current
-// schema): <schema>.river_insert, as River names it when it notifies
-// (client.go maybeNotifyInsertForQueues, PGNotifyMany) and when its
-// listener LISTENs (riverpgxv5 Listener). Every notification we send on
-// River's behalf, and the bus's LISTEN for it, name it through this.
-func insertChannelSQL(schema string) string {
-	return `coalesce(NULLIF(` + schema + `, ''), current_schema(), '') || '.river_insert'`
-}
-
-// InsertChannel is River's insert notification channel on q's database
-// with River's default schema.
-func InsertChannel(ctx context.Context, q db.DB) (string, error) {
-	var channel string
-	if err := q.QueryRow(ctx, `SELECT `+insertChannelSQL("''")).Scan(&channel); err != nil {
-		return "", fmt.Errorf("river insert channel: %w", err)
-	}
-	return channel, nil
-}
-
 // notify sends River's insert notification for the run queue once the
-// database's clock reached tick: its producers fetch with the database's
-// now(), so a notification sent by a clock running ahead would find the
-// jobs not yet due and leave them to the next poll. (The wait is at most a
-// second, on one connection.) The channel and payload are River's own
-// (client.go maybeNotifyInsertForQueues, PGNotifyMany): <schema>.river_insert,
-// {"queue": name}. Without LISTEN (poll-only) nobody hears it and the runs
-// start on River's poll, as runs claimed at their tick do.
+// database's clock reached tick (notifyInsertAt). Without LISTEN
+// (poll-only) nobody hears it and the runs start on River's poll, as runs
+// claimed at their tick do.
 func (r *releaser) notify(ctx context.Context, tick time.Time) {
-	payload, err := json.Marshal(map[string]string{"queue": river.QueueDefault})
-	if err != nil {
-		return
-	}
-	_, err = r.db.Exec(ctx, `
-		SELECT pg_sleep(LEAST(1, GREATEST(0, EXTRACT(EPOCH FROM $1::timestamptz - clock_timestamp())))),
-		       pg_notify(`+insertChannelSQL("$2")+`, $3)`,
-		tick, r.schema, string(payload))
-	if err != nil && ctx.Err() == nil {
+	if err := notifyInsertAt(ctx, r.db, r.schema, tick); err != nil && ctx.Err() == nil {
 		r.logger.Warn("notify river of runs due", "error", err)
 	}
 }
@@ -203,33 +141,25 @@ func (r *releaser) notify(ctx context.Context, tick time.Time) {
 // withdrawAhead deletes, in the caller's transaction, the task's runs
 // claimed ahead of a tick that is still in the future, with their River
 // jobs: a task changed (paused, rescheduled, edited) before its tick gets
-// the tick decided anew, as if it had not been claimed yet. A job a
-// producer already fetched (the tick came) is left alone: FOR UPDATE waits
-// for the fetch and the rechecked state no longer matches. It returns the
-// earliest withdrawn tick (zero: none), for the caller to keep due.
+// the tick decided anew, as if it had not been claimed yet. A run whose
+// job a producer already fetched (the tick came) is left alone
+// (deleteAheadJobs). It returns the earliest withdrawn tick (zero: none),
+// for the caller to keep due.
 func withdrawAhead(ctx context.Context, tx pgx.Tx, taskID string) (time.Time, error) {
+	runs, err := deleteAheadJobs(ctx, tx, taskID)
+	if err != nil || len(runs) == 0 {
+		return time.Time{}, err
+	}
 	var earliest *time.Time
-	err := tx.QueryRow(ctx, `
-		WITH ahead AS (
-			SELECT r.id AS run_id, j.id AS job_id, r.scheduled_for
-			FROM task_runs r
-			JOIN river_job j ON j.kind = 'task_run' AND j.args @> jsonb_build_object('run_id', r.id::text)
-			WHERE r.task_id = $1 AND r.trigger = 'schedule' AND r.status = 'queued' AND r.attempt = 0
-			  AND r.scheduled_for > clock_timestamp()
-			  AND j.state = 'available' AND j.scheduled_at > clock_timestamp()
-			FOR UPDATE OF j
-		),
-		jobs_gone AS (
-			DELETE FROM river_job WHERE id IN (SELECT job_id FROM ahead)
-		),
-		runs_gone AS (
-			DELETE FROM task_runs WHERE id IN (SELECT run_id FROM ahead) RETURNING scheduled_for
+	err = tx.QueryRow(ctx, `
+		WITH runs_gone AS (
+			DELETE FROM task_runs WHERE id = ANY($2::uuid[]) RETURNING scheduled_for
 		),
 		counted AS (
 			UPDATE tasks SET run_count = run_count - (SELECT count(*) FROM runs_gone)
 			WHERE id = $1 AND EXISTS (SELECT 1 FROM runs_gone)
 		)
-		SELECT min(scheduled_for) FROM runs_gone`, taskID).Scan(&earliest)
+		SELECT min(scheduled_for) FROM runs_gone`, taskID, runs).Scan(&earliest)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("withdraw runs claimed ahead: %w", err)
 	}

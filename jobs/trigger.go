@@ -206,8 +206,7 @@ func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ru
 	opts := runInsertOpts(maxAttempts)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
-		var seen bool
-		ctx = context.WithValue(ctx, releaseKey{}, &seen)
+		ctx, _ = insertAtTime(ctx)
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TasksChannel); err != nil {
 			return fmt.Errorf("trigger run: notify claim loops: %w", err)
 		}

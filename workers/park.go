@@ -19,7 +19,7 @@ import (
 // (heartbeat, claim loop, maintenance), about one a second.
 //
 // What wakes a parked client:
-//   - River's insert notification (<schema>.river_insert, heard on the
+//   - River's insert notification (jobs.InsertChannel, heard on the
 //     bus's LISTEN connection): an immediate job inserted by any replica,
 //     a tick claimed ahead reaching its time, a delayed run, retry or
 //     snooze released (jobs.Claimer's releaser), jobs the cluster rescued
