@@ -25,8 +25,10 @@ type ClaimerOptions struct {
 	Logger *slog.Logger
 	// Metrics to record into; nil records nothing.
 	Metrics *Metrics
-	// Publisher announces task.run.queued to owners; nil announces nothing.
-	Publisher Publisher
+	// Announcer announces the claimed runs (queued) and the runs overlap
+	// cancel_other cancelled; nil: one that counts into Metrics and
+	// publishes nothing.
+	Announcer *Announcer
 	// BatchSize is the most tasks one transaction claims; default 100.
 	BatchSize int
 	// Parallel is how many claim transactions run at once while a backlog
@@ -99,6 +101,9 @@ func NewClaimer(opts ClaimerOptions) *Claimer {
 	opts.StartJitter = cmp.Or(opts.StartJitter, 500*time.Millisecond)
 	opts.CatchUp = cmp.Or(opts.CatchUp, 10*time.Second)
 	opts.Lead = min(max(opts.Lead, 0), MaxLead)
+	if opts.Announcer == nil {
+		opts.Announcer = NewAnnouncer(AnnouncerOptions{Metrics: opts.Metrics})
+	}
 	c := &Claimer{opts: opts, wake: make(chan struct{}, 1), look: make(chan struct{}, 1), schedules: map[string]*Schedule{}}
 	if opts.River != nil {
 		c.release = newReleaser(opts.DB, opts.River.Schema(), opts.Logger)
@@ -426,7 +431,6 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 	}
 	c.released(claimed)
 	c.recordClaim(ctx, claimed, runs)
-	c.opts.Metrics.RunStatus(StatusCancelled, len(cancelled))
 	c.announce(ctx, claimed, cancelled)
 	return len(claimed), nil
 }
@@ -550,23 +554,9 @@ func (c *Claimer) insertRuns(ctx context.Context, tx pgx.Tx, claimed []claimedTa
 	for i, ct := range claimed {
 		ids[i], ticks[i], nexts[i], skipped[i] = ct.id, ct.scheduledFor, ct.nextRunAt, int32(ct.skipped)
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
-		SELECT i.task_id, 'schedule', i.tick, i.skipped
-		FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS i(task_id, tick, skipped)
-			JOIN tasks t ON t.id = i.task_id
-		WHERE `+overlapAdmits("t.overlap", "i.task_id")+`
-		ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
-		RETURNING `+runColumns, ids, ticks, skipped)
+	runs, err := insertTickRuns(ctx, tx, ids, ticks, skipped)
 	if err != nil {
-		return nil, fmt.Errorf("claim: insert runs: %w", err)
-	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-		var r Run
-		return r, row.Scan(runDest(&r)...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: insert runs: %w", err)
+		return nil, err
 	}
 	inserted := make(map[string]bool, len(runs))
 	for _, r := range runs {
@@ -655,7 +645,6 @@ func (c *Claimer) released(claimed []claimedTask) {
 func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs []Run) {
 	m := c.opts.Metrics
 	m.claimed(len(claimed))
-	m.RunStatus(StatusQueued, len(runs))
 	missed := 0
 	for _, ct := range claimed {
 		missed += ct.skipped
@@ -665,9 +654,9 @@ func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs [
 	c.announce(ctx, claimed, runs)
 }
 
-// announce publishes each run's status to its task's owner.
+// announce announces the runs of claimed tasks to their owners.
 func (c *Claimer) announce(ctx context.Context, claimed []claimedTask, runs []Run) {
-	if c.opts.Publisher == nil || len(runs) == 0 {
+	if len(runs) == 0 {
 		return
 	}
 	owners := make(map[string]string, len(claimed))
@@ -678,5 +667,5 @@ func (c *Claimer) announce(ctx context.Context, claimed []claimedTask, runs []Ru
 	for i, r := range runs {
 		owned[i] = OwnedRun{Run: r, OwnerID: owners[r.TaskID]}
 	}
-	Announce(ctx, c.opts.Publisher, c.opts.Logger, "publish run event", owned)
+	c.opts.Announcer.Announce(ctx, owned...)
 }

@@ -22,9 +22,9 @@ type NodeJobs struct {
 	// NodeID is this node, named in the rescued jobs' errors.
 	NodeID string
 	Logger *slog.Logger
-	// Publisher announces the rescued runs' new status (task.run.queued or
-	// task.run.failed) to their owners; nil announces nothing.
-	Publisher Publisher
+	// Announcer announces the rescued runs' new status (queued or failed);
+	// nil announces nothing.
+	Announcer *Announcer
 	// Backlog reads the status's backlog section (shared with the metrics,
 	// cached); nil reads it afresh on each status.
 	Backlog *BacklogReader
@@ -40,6 +40,14 @@ type RescuedJob struct {
 	State    string
 	DeadNode string
 	Queue    string
+}
+
+// RescuedRun is a run whose job was running on a node that died: the
+// cluster made the job available again, or discarded it (attempts spent).
+type RescuedRun struct {
+	RunID     string
+	DeadNode  string
+	Discarded bool
 }
 
 // Rescue makes the running jobs of deadNodes available again now (or
@@ -70,7 +78,7 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 		logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
 	}
 	// After the commit: a rolled-back rescue announced nothing.
-	Announce(context.WithoutCancel(ctx), n.Publisher, logger, "publish rescued run event", runs)
+	n.Announcer.Announce(context.WithoutCancel(ctx), runs...)
 	return len(rescued), nil
 }
 

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -150,21 +149,5 @@ func withdrawAhead(ctx context.Context, tx pgx.Tx, taskID string) (time.Time, er
 	if err != nil || len(runs) == 0 {
 		return time.Time{}, err
 	}
-	var earliest *time.Time
-	err = tx.QueryRow(ctx, `
-		WITH runs_gone AS (
-			DELETE FROM task_runs WHERE id = ANY($2::uuid[]) RETURNING scheduled_for
-		),
-		counted AS (
-			UPDATE tasks SET run_count = run_count - (SELECT count(*) FROM runs_gone)
-			WHERE id = $1 AND EXISTS (SELECT 1 FROM runs_gone)
-		)
-		SELECT min(scheduled_for) FROM runs_gone`, taskID, runs).Scan(&earliest)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("withdraw runs claimed ahead: %w", err)
-	}
-	if earliest == nil {
-		return time.Time{}, nil
-	}
-	return *earliest, nil
+	return withdrawRuns(ctx, tx, taskID, runs)
 }

@@ -26,8 +26,9 @@ type runWorker struct {
 	db        db.DB
 	runs      *jobs.RunWriter // batched StartRun and FinishAttempt
 	webhook   *WebhookClient
-	publisher Publisher
-	rooms     RoomAccess // nil: every room is open
+	publisher Publisher       // publish actions
+	announcer *jobs.Announcer // the run's status changes
+	rooms     RoomAccess      // nil: every room is open
 	metrics   *jobs.Metrics
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
@@ -201,12 +202,9 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 	return true
 }
 
+// announce announces the run's new status to owner.
 func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {
-	w.metrics.RunStatus(run.Status, 1)
-	err := w.publisher.PublishUser(context.WithoutCancel(ctx), owner, jobs.EventName(run.Status), run)
-	if err != nil {
-		w.logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "status", run.Status, "error", err)
-	}
+	w.announcer.Announce(context.WithoutCancel(ctx), jobs.OwnedRun{Run: run, OwnerID: owner})
 }
 
 func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {

@@ -43,7 +43,8 @@ type Options struct {
 	// DB is the run worker's database and that of the maintenance tasks
 	// of the tables; RiverConfig requires it.
 	DB db.DB
-	// Publisher delivers run events and publish actions; default logs them.
+	// Publisher delivers run events (through a jobs.Announcer) and publish
+	// actions; default logs them.
 	Publisher Publisher
 	// Rooms is asked before a publish action posts to a room: the task's
 	// owner must be able to use it (a members-only room's member). Nil:
@@ -128,8 +129,10 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 	if backoff == nil {
 		backoff = DefaultBackoff
 	}
+	logger = logger.With("component", "run_worker")
 	return &runWorker{
-		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
-		logger: logger.With("component", "run_worker"), backoff: backoff, releaser: opts.Releaser,
+		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub,
+		announcer: jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: pub, Metrics: opts.Metrics, Logger: logger}),
+		rooms:     opts.Rooms, metrics: opts.Metrics, logger: logger, backoff: backoff, releaser: opts.Releaser,
 	}
 }

@@ -149,15 +149,17 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 
 func (a *app) build() error {
 	a.hub, a.bus = a.newRealtime()
+	metrics := jobs.NewMetrics(a.registry)
+	announcer := jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: a.bus, Metrics: metrics, Logger: a.logger})
+	a.jobs.metrics, a.jobs.announcer = metrics, announcer
 	a.cluster = a.newCluster()
 	a.presence = a.newPresence()
-	a.jobs.metrics = jobs.NewMetrics(a.registry)
 	var err error
 	if a.river, err = a.newRiver(); err != nil {
 		return err
 	}
 	a.registerParkMetrics()
-	if a.jobs, err = a.newScheduling(a.jobs.metrics); err != nil {
+	if a.jobs, err = a.newScheduling(metrics, announcer); err != nil {
 		return err
 	}
 	wopts := web.Options{

@@ -24,7 +24,7 @@ func (a *app) newCluster() *cluster.Cluster {
 	// scaled to zero is still seen) and shown in the status, one cached read.
 	backlog := jobs.NewBacklogReader(jobs.BacklogOptions{DB: a.pool, Logger: a.logger})
 	a.registry.MustRegister(backlog)
-	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Publisher: a.bus, Backlog: backlog}
+	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Announcer: a.jobs.announcer, Backlog: backlog}
 	return cluster.New(cluster.Options{
 		DB: a.pool, Logger: a.logger, Registry: a.registry,
 		NodeID: a.nodeID, Name: config.Hostname(), Roles: a.cfg.Roles, Version: version,

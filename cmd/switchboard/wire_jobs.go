@@ -20,9 +20,10 @@ import (
 // River UI (web role) and the metrics they share with the workers and the
 // API.
 type scheduling struct {
-	metrics *jobs.Metrics
-	claimer *jobs.Claimer
-	riverUI *lazyRiverUI
+	metrics   *jobs.Metrics
+	announcer *jobs.Announcer // every run status change the users hear of
+	claimer   *jobs.Claimer
+	riverUI   *lazyRiverUI
 
 	maintenance *workers.MaintenanceLoop
 }
@@ -57,11 +58,11 @@ func (l laterReleaser) ReleaseAt(t time.Time) {
 
 // newScheduling makes the claim loop on worker replicas and the River UI
 // on web replicas; they share metrics with the workers.
-func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
-	s := scheduling{metrics: metrics}
+func (a *app) newScheduling(metrics *jobs.Metrics, announcer *jobs.Announcer) (scheduling, error) {
+	s := scheduling{metrics: metrics, announcer: announcer}
 	if a.cfg.HasRole(config.RoleWorker) {
 		s.claimer = jobs.NewClaimer(jobs.ClaimerOptions{
-			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Publisher: a.bus,
+			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Announcer: s.announcer,
 			Lead:     a.cfg.ClaimLead,
 			IdlePoll: a.cfg.ClaimIdlePoll, Listening: a.bus.Listening,
 			Outlook: a.river.Outlook,
@@ -119,7 +120,7 @@ func (s *scheduling) pause() {
 // on web replicas, the River UI.
 func (a *app) jobsWebOptions(o *web.Options) {
 	o.River, o.WebhookAllowPrivate = a.river.Client(), a.cfg.WebhookPrivate
-	o.RunEvents, o.JobMetrics = a.bus, a.jobs.metrics
+	o.RunAnnouncer = a.jobs.announcer
 	if a.jobs.claimer != nil {
 		o.TasksChanged = a.jobs.claimer.Notify // wakes the local claim loop after an API change
 	}
