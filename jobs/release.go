@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// Claiming ahead (ClaimerOptions.Lead): a tick of an overlap-allow task may
+// Claiming ahead (Pacing.Lead): a tick of an overlap-allow task may
 // be claimed up to Lead before it is due, in the same transaction as a tick
 // claimed on time (next_run_at advances in the transaction that inserts the
 // run: exactly once holds unchanged). Its River job is inserted available
@@ -35,8 +35,8 @@ const releaseShare = 5 * time.Millisecond
 // poll. A time already past is notified at once; without LISTEN nobody
 // hears it and the poll remains.
 func (c *Claimer) ReleaseAt(t time.Time) {
-	if c.release != nil {
-		c.release.add([]time.Time{t})
+	if c.pace.release != nil {
+		c.pace.release.add([]time.Time{t})
 	}
 }
 

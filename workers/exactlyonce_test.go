@@ -100,7 +100,7 @@ func startReplica(t *testing.T, url string, lead time.Duration) *replica {
 	// A busy CI machine can fall seconds behind; what is under test is that
 	// late ticks still run once each, so they must not fold as "missed".
 	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute,
-		Lead: lead})
+		Pacing: jobs.Pacing{Lead: lead}})
 	if err := r.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +32,8 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE tasks SET next_run_at = $2 WHERE id = $1`, task.ID, tick); err != nil {
 		t.Fatal(err)
 	}
-	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), Lead: jobs.MaxLead, StartJitter: time.Millisecond})
+	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t),
+		Pacing: jobs.Pacing{Lead: jobs.MaxLead, StartJitter: time.Millisecond}})
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -52,39 +52,40 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	}
 }
 
-// lateReleaser is the Options.Releaser of a worker whose claimer is made
-// after its River client (as cmd wires it).
-type lateReleaser struct{ c atomic.Pointer[jobs.Claimer] }
-
-func (l *lateReleaser) ReleaseAt(t time.Time) {
-	if c := l.c.Load(); c != nil {
-		c.ReleaseAt(t)
-	}
-}
-
-// releaseBundle is a worker whose River polls once an hour, and its claim
-// loop, which believes it hears every task change (its idle poll is an
-// hour too): what starts a run on time here is a notification.
+// releaseBundle is a worker replica's job queue whose River polls once an
+// hour, and whose claim loop believes it hears every task change (its idle
+// poll is an hour too): what starts a run on time here is a notification.
 type releaseBundle struct {
 	*testBundle
-	claimer *jobs.Claimer
+	queue *Coordinator
 	// web inserts like a web-only replica: its own client, whose insert
 	// notifications River's per-client limiter (FetchCooldown) does not
 	// fold into the worker's claim notifications.
 	web *river.Client[pgx.Tx]
+	// notices are the worker's, rung by listen as the bus would.
+	notices *Notices
 }
 
 func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	rel := &lateReleaser{}
-	client := startRiver(t, pool, Options{ClientID: uuid.NewString(), DB: pool, Publisher: noopPublisher{}, Releaser: rel,
-		RetryBackoff: func(int) time.Duration { return backoff }, Webhook: WebhookOptions{AllowPrivate: true}}, time.Hour)
-	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), StartJitter: time.Millisecond,
-		IdlePoll: time.Hour, Listening: func() bool { return true }})
-	rel.c.Store(c)
+	notices, err := NewNotices(context.Background(), pool, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewCoordinator(CoordinatorOptions{
+		River: RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true, FetchPollInterval: time.Hour,
+			Workers: Options{DB: pool, Publisher: noopPublisher{}, RetryBackoff: func(int) time.Duration { return backoff },
+				Webhook: WebhookOptions{AllowPrivate: true}}},
+		Claim:     jobs.ClaimerOptions{Pacing: jobs.Pacing{StartJitter: time.Millisecond, IdlePoll: time.Hour}},
+		Listening: func() bool { return true },
+		Notices:   notices,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	web := newWebClient(t, pool)
-	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web}
+	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, queue: q, web: web, notices: notices}
 }
 
 // newWebClient is the River client of a web-only replica.
@@ -97,7 +98,7 @@ func newWebClient(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	return web.Client()
 }
 
-// start starts the claim loop and returns once it has read what there is
+// start starts the job queue and returns once its claim loop has read what there is
 // and sleeps for its idle poll (an hour): it claimed a tick due now, whose
 // run then finished (the loop asks once more right after its claim).
 func (b *releaseBundle) start(t *testing.T) {
@@ -107,17 +108,18 @@ func (b *releaseBundle) start(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET next_run_at = now() WHERE id = $1`, tick.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.claimer.Start(ctx); err != nil {
+	if err := b.queue.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.claimer.Stop)
+	t.Cleanup(b.queue.Stop)
 	testwait.For(t, 20*time.Second, "the claim loop's tick to run", func() bool {
 		var n int
 		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, tick.ID).Scan(&n) == nil && n == 1
 	})
 }
 
-// listen wakes the claim loop on every TasksChannel notice, as the bus does.
+// listen rings the worker's notices on every TasksChannel notification,
+// as the bus does.
 func (b *releaseBundle) listen(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,7 +137,7 @@ func (b *releaseBundle) listen(t *testing.T) {
 			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
 				return
 			}
-			b.claimer.Notify()
+			b.notices.Handlers()[jobs.TasksChannel]()
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done; conn.Release() })

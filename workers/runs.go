@@ -32,7 +32,7 @@ type runWorker struct {
 	metrics   *jobs.Metrics
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
-	releaser  Releaser // nil: retries and snoozes wait for River's poll
+	fetch     fetchWatch // nil: retries and snoozes wait for River's poll
 
 	// retryAt passes a retry time (Retry-After or backoff) from Work to
 	// NextRetry, which River calls right after Work on the same node.
@@ -56,10 +56,17 @@ const SlotWait = 500 * time.Millisecond
 // returns (its scheduled_at must have passed when the producers fetch).
 const snoozeMargin = 20 * time.Millisecond
 
-// release has the producers notified at t (no Releaser: nothing).
+// fetchWatch is told when a run's retry or snooze makes its job fetchable
+// again (the Coordinator: the claim loop notifies River's producers then,
+// and a parked River starts in time).
+type fetchWatch interface {
+	FetchableAt(t time.Time)
+}
+
+// release tells the fetch watch that the job becomes fetchable at t.
 func (w *runWorker) release(t time.Time) {
-	if w.releaser != nil {
-		w.releaser.ReleaseAt(t)
+	if w.fetch != nil {
+		w.fetch.FetchableAt(t)
 	}
 }
 

@@ -54,10 +54,6 @@ type Options struct {
 	Metrics *jobs.Metrics
 	// Webhook configures the webhook client and its SSRF guard.
 	Webhook WebhookOptions
-	// Releaser is told when a run's retry or snooze makes its job
-	// fetchable again, to notify the producers then (jobs.Claimer.ReleaseAt);
-	// nil: they find it on their next fetch poll.
-	Releaser Releaser
 	// RetryBackoff is the wait before retry n of a failed run attempt;
 	// default DefaultBackoff. A Retry-After from the target wins if longer.
 	RetryBackoff func(attempt int) time.Duration
@@ -66,12 +62,6 @@ type Options struct {
 	// StreamRetention bounds each realtime stream; zero fields mean the
 	// defaults (1000 events, 24 h).
 	StreamRetention stream.Retention
-}
-
-// Releaser has River's producers notified at a time a job becomes
-// fetchable (jobs.Claimer).
-type Releaser interface {
-	ReleaseAt(t time.Time)
 }
 
 // DefaultMaxWorkers is how many task runs a node works at once. Runs mostly
@@ -90,13 +80,17 @@ const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
 // runs. opts.DB is required: the run worker is River's only worker (River
 // starts no client without one), the maintenance runs outside River
 // (MaintenanceLoop).
-func RiverConfig(opts Options) (*river.Config, error) {
+func RiverConfig(opts Options) (*river.Config, error) { return riverConfig(opts, nil) }
+
+// riverConfig is RiverConfig whose run worker tells fetch (nil: nobody)
+// when a retry or snooze makes its job fetchable again.
+func riverConfig(opts Options, fetch fetchWatch) (*river.Config, error) {
 	if opts.DB == nil {
 		return nil, errors.New("river config: Options.DB is required (the run worker needs it)")
 	}
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	w := river.NewWorkers()
-	if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
+	if err := river.AddWorkerSafely(w, newRunWorker(opts, logger, fetch)); err != nil {
 		return nil, fmt.Errorf("add run worker: %w", err)
 	}
 	return &river.Config{
@@ -120,7 +114,7 @@ func RiverConfig(opts Options) (*river.Config, error) {
 	}, nil
 }
 
-func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
+func newRunWorker(opts Options, logger *slog.Logger, fetch fetchWatch) *runWorker {
 	var pub Publisher = LogPublisher{Logger: logger}
 	if opts.Publisher != nil {
 		pub = opts.Publisher
@@ -133,6 +127,6 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 	return &runWorker{
 		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub,
 		announcer: jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: pub, Metrics: opts.Metrics, Logger: logger}),
-		rooms:     opts.Rooms, metrics: opts.Metrics, logger: logger, backoff: backoff, releaser: opts.Releaser,
+		rooms:     opts.Rooms, metrics: opts.Metrics, logger: logger, backoff: backoff, fetch: fetch,
 	}
 }
