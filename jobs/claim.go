@@ -81,7 +81,7 @@ func (c *Claimer) Start(ctx context.Context) error {
 		return fmt.Errorf("start claimer: %w", err)
 	}
 	c.base.Go(func() { c.loop(runCtx) })
-	if r := c.pace.release; r != nil {
+	if r := c.pace.notifier; r != nil {
 		c.base.Go(func() { r.loop(runCtx) })
 	}
 	return nil
@@ -95,7 +95,7 @@ func (c *Claimer) Stop() { c.base.Stop() }
 // loop: a draining node claims nothing new.
 func (c *Claimer) SetPaused(p bool) {
 	c.paused.Store(p)
-	c.Notify()
+	c.Wake()
 }
 
 // Paused reports whether claiming is paused.
@@ -183,7 +183,7 @@ func (c *Claimer) ClaimOnce(ctx context.Context) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("claim: commit: %w", err)
 	}
-	c.released(claimed)
+	c.notifyAhead(claimed)
 	c.recordClaim(ctx, claimed, runs)
 	c.announce(ctx, claimed, cancelled)
 	return len(claimed), nil
@@ -351,15 +351,15 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 		ct := byTask[r.TaskID]
 		opts := runInsertOpts(ct.maxAttempts)
 		if ct.ahead {
-			// Not fetchable before its tick; ReleaseAtTick keeps it
+			// Not fetchable before its tick; InsertAvailable keeps it
 			// available rather than scheduled.
 			opts.ScheduledAt, ahead = ct.scheduledFor, true
 		}
 		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: opts}
 	}
-	var mark *atTimeInsert
+	var mark *availableInsert
 	if ahead {
-		ctx, mark = insertAtTime(ctx)
+		ctx, mark = markInsertAvailable(ctx)
 	}
 	if _, err := c.opts.River.InsertManyFastTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("claim: enqueue runs: %w", err)
@@ -368,7 +368,7 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 		// Its jobs would wait for River's scheduler (up to 5 s): roll
 		// back, and claim ticks once due from now on.
 		c.leadOff()
-		return errors.New("claim: the River client has no jobs.ReleaseAtTick middleware; claiming ticks once due (no lead)")
+		return errors.New("claim: the River client has no jobs.InsertAvailable middleware; claiming ticks once due (no lead)")
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestIdleRound(t *testing.T) {
 			t.Fatalf("round while not listening: sleep %v, claim next %v; want %v, false", wait, claim, c.pace.MaxSleep)
 		}
 	})
-	t.Run("a run job due within the idle poll: released then, the loop wakes just after without a claim", func(t *testing.T) {
+	t.Run("a run job fetchable within the idle poll: notified then, the loop wakes just after without a claim", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		later := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
@@ -56,8 +56,8 @@ func TestIdleRound(t *testing.T) {
 		if claim || wait > 20*time.Second+2*time.Millisecond || wait < 19*time.Second {
 			t.Fatalf("round before a delayed run: sleep %v, claim next %v; want about 20s, false", wait, claim)
 		}
-		if at, ok := c.pace.release.next(); !ok || !at.Equal(runAt.Truncate(time.Microsecond)) {
-			t.Fatalf("releaser holds %v, %v; want run_at %v", at, ok, runAt)
+		if at, ok := c.pace.notifier.next(); !ok || !at.Equal(runAt.Truncate(time.Microsecond)) {
+			t.Fatalf("insert notifier holds %v, %v; want run_at %v", at, ok, runAt)
 		}
 	})
 	t.Run("a tick due within MaxSleep is claimed when the loop wakes for it", func(t *testing.T) {

@@ -1,9 +1,15 @@
-// Package jobs owns the producer side of the job queue: job argument types,
-// cron schedules, claiming due tasks and enqueueing runs. The web API
-// enqueues through this package and never imports workers.
+// Package jobs owns scheduled and on-demand work up to River: tasks and
+// their cron schedules; runs, their attempts and their state machine
+// (runstate.go: every write of task_runs and task_run_attempts); the claim
+// loop that turns due ticks into runs and River jobs (claim.go, its
+// pacing in pacing.go, the insert notifier in insertnotify.go);
+// triggers, retries, cancels and backfills; the Announcer every run status
+// change goes through; the cluster's view of the queue (rescue of a dead
+// node's jobs, status and scaler figures); and the seam to River's own
+// schema (riverschema.go: every statement on River's tables).
 //
-// It also owns the tasks and task_runs tables: every query on them lives
-// here, so the API, the claim loop and the run worker share one data layer.
+// The API and the run worker (package workers) share it as their data
+// layer; it imports neither.
 package jobs
 
 import (

@@ -22,7 +22,7 @@ type Pacing struct {
 	// notice can wake it (no Lookout, or it is not Listening); default 1s.
 	MaxSleep time.Duration
 	// IdlePoll is the longest it sleeps while the Lookout is Listening: a
-	// task created or made due sooner on any replica wakes it (Notify, on
+	// task created or made due sooner on any replica wakes it (Wake, on
 	// the TasksChannel notice), so the poll is only a safety net. Default
 	// 30s; never shorter than MaxSleep.
 	IdlePoll time.Duration
@@ -30,7 +30,7 @@ type Pacing struct {
 	// default 500ms.
 	StartJitter time.Duration
 	// Lead is how long before its tick a task with overlap allow may be
-	// claimed (see ReleaseAtTick: the run still starts at its tick, and the
+	// claimed (see InsertAvailable: the run still starts at its tick, and the
 	// River client must have that middleware). Zero claims every tick once
 	// due; at most MaxLead.
 	Lead time.Duration
@@ -73,18 +73,18 @@ const NoWork = time.Duration(1<<63 - 1)
 
 // TasksChannel is the NOTIFY channel on which a task's insert or update
 // that makes it due sooner rings every replica at commit (a trigger,
-// migrations/00013): wire it to Notify.
+// migrations/00013): it wakes the loop (Wake).
 const TasksChannel = "switchboard_tasks"
 
 // pacer is a claim loop's pacing state.
 type pacer struct {
 	Pacing
-	// noLead: the River client lacks ReleaseAtTick; ticks are claimed due.
-	noLead  atomic.Bool
-	wake    chan struct{}
-	look    chan struct{}
-	ahead   time.Duration // the last Outlook's answer (the loop's goroutine only)
-	release *releaser     // nil without a River client
+	// noLead: the River client lacks InsertAvailable; ticks are claimed due.
+	noLead   atomic.Bool
+	wake     chan struct{}
+	look     chan struct{}
+	ahead    time.Duration   // the last Outlook's answer (the loop's goroutine only)
+	notifier *insertNotifier // nil without a River client
 }
 
 func newPacer(opts ClaimerOptions) *pacer {
@@ -95,13 +95,14 @@ func newPacer(opts ClaimerOptions) *pacer {
 	p.Lead = min(max(p.Lead, 0), MaxLead)
 	pc := &pacer{Pacing: p, wake: make(chan struct{}, 1), look: make(chan struct{}, 1)}
 	if opts.River != nil {
-		pc.release = newReleaser(opts.DB, opts.River.Schema(), opts.Logger)
+		pc.notifier = newInsertNotifier(opts.DB, opts.River.Schema(), opts.Logger)
 	}
 	return pc
 }
 
-// Notify wakes the loop early: a task was created or its schedule changed.
-func (c *Claimer) Notify() { signal(c.pace.wake) }
+// Wake ends the loop's sleep and has it claim: a task was created or its
+// schedule changed.
+func (c *Claimer) Wake() { signal(c.pace.wake) }
 
 // Look has the loop look at once, without claiming, and tell the Lookout
 // what it found (one statement).
@@ -139,7 +140,7 @@ func (c *Claimer) loop(ctx context.Context) {
 // claim when it ends. A round that woke with nothing known to be due (the
 // idle poll passed) first asks whether anything is: on an idle replica
 // that one statement is the whole round, instead of a claim transaction
-// and then the question. A round woken for a due tick, or by Notify,
+// and then the question. A round woken for a due tick, or by Wake,
 // claims at once.
 func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 	if c.Paused() {
@@ -165,7 +166,7 @@ func (c *Claimer) round(ctx context.Context, claim bool) (time.Duration, bool) {
 // the earliest due tick (0 or less: due now) and until the earliest run
 // job that becomes fetchable later (see dueStats); ok is false when they
 // could not be read. That job's time, when the loop would sleep past it,
-// is handed to the releaser: the producers are notified at it.
+// is handed to the insert notifier: the producers are notified at it.
 func (c *Claimer) untilNext(ctx context.Context) (next, job time.Duration, ok bool) {
 	due, next, jobAt, available, err := dueStats(ctx, c.opts.DB, c.lead())
 	if err != nil {
@@ -185,19 +186,19 @@ func (c *Claimer) untilNext(ctx context.Context) (next, job time.Duration, ok bo
 	if l := c.pace.Lookout; l != nil {
 		c.pace.ahead = l.Outlook(Outlook{Claim: next, Job: job, Available: available})
 	}
-	if c.pace.release == nil {
+	if c.pace.notifier == nil {
 		return next, NoWork, true
 	}
 	if job <= c.idlePoll() {
-		c.pace.release.add([]time.Time{jobAt})
+		c.pace.notifier.add([]time.Time{jobAt})
 	}
 	return next, job, true
 }
 
-// sleepUntil turns the time until the next tick and the next job release
-// into the loop's sleep and whether to claim when it ends. A release
-// (registered by untilNext) wakes it just after, without a claim: the
-// question then finds the release after it. When the Lookout asked to be
+// sleepUntil turns the time until the next tick and until the next job
+// becomes fetchable into the loop's sleep and whether to claim when it
+// ends. That job (handed to the insert notifier by untilNext) wakes it
+// just after, without a claim: the question then finds the next one. When the Lookout asked to be
 // told again ahead of the work, the loop looks (no claim) that long before
 // the tick or the job.
 func (c *Claimer) sleepUntil(next, job time.Duration, ok bool) (time.Duration, bool) {
@@ -250,12 +251,13 @@ func (c *Claimer) lead() time.Duration {
 }
 
 // leadOff claims ticks once due from now on: the River client lacks
-// ReleaseAtTick.
+// InsertAvailable.
 func (c *Claimer) leadOff() { c.pace.noLead.Store(true) }
 
-// released notes the ticks claimed ahead (committed) for the releaser.
-func (c *Claimer) released(claimed []claimedTask) {
-	if c.pace.release == nil {
+// notifyAhead hands the ticks claimed ahead (committed) to the insert
+// notifier: the producers are notified at each.
+func (c *Claimer) notifyAhead(claimed []claimedTask) {
+	if c.pace.notifier == nil {
 		return
 	}
 	var ticks []time.Time
@@ -264,7 +266,7 @@ func (c *Claimer) released(claimed []claimedTask) {
 			ticks = append(ticks, ct.scheduledFor)
 		}
 	}
-	c.pace.release.add(ticks)
+	c.pace.notifier.add(ticks)
 }
 
 // DueStats returns how many active tasks are due and how long until the

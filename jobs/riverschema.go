@@ -259,39 +259,38 @@ func notifyInsertQueues(ctx context.Context, tx pgx.Tx, queues []string) error {
 	return err
 }
 
-// ReleaseAtTick is the River insert middleware that claiming ahead and
-// delayed runs need: River inserts a job whose ScheduledAt is in the
-// future as scheduled, which its scheduler makes available on a 5 s tick;
-// this keeps the task-run jobs of an insert marked with insertAtTime
-// available instead, with scheduled_at their time, so that River's
-// producers (which fetch available jobs whose scheduled_at has passed)
-// take them at that time. Inserts not so marked pass unchanged. Install it
-// on every River client that inserts runs (workers.RiverConfig and
-// workers.NewRiver do).
-type ReleaseAtTick struct {
+// InsertAvailable is the River insert middleware that inserts the
+// task-run jobs of a marked insert (markInsertAvailable) available, with
+// scheduled_at their time, instead of scheduled: River's producers fetch
+// available jobs whose scheduled_at has passed, so they take them at that
+// time, where River's scheduler would make a scheduled job available on
+// its 5 s tick. Claiming ahead and delayed runs need it; inserts not so
+// marked pass unchanged. Every River client that inserts runs has it
+// (workers.RiverConfig, workers.NewRiver).
+type InsertAvailable struct {
 	river.MiddlewareDefaults
 }
 
-// atTimeInsert is one insert marked for ReleaseAtTick; kept reports
+// availableInsert is one insert marked for InsertAvailable; kept reports
 // afterwards whether the middleware ran (a client without it inserts the
 // jobs scheduled).
-type atTimeInsert struct{ kept bool }
+type availableInsert struct{ kept bool }
 
-type atTimeKey struct{}
+type availableKey struct{}
 
-// insertAtTime marks the insert made with the returned context for
-// ReleaseAtTick. River's insert API carries nothing else per call to a
+// markInsertAvailable marks the insert made with the returned context for
+// InsertAvailable. River's insert API carries nothing else per call to a
 // middleware without storing it in the job (InsertOpts' fields are
 // columns), hence the context.
-func insertAtTime(ctx context.Context) (context.Context, *atTimeInsert) {
-	m := &atTimeInsert{}
-	return context.WithValue(ctx, atTimeKey{}, m), m
+func markInsertAvailable(ctx context.Context) (context.Context, *availableInsert) {
+	m := &availableInsert{}
+	return context.WithValue(ctx, availableKey{}, m), m
 }
 
 // InsertMany keeps the marked insert's scheduled task-run jobs available.
-func (ReleaseAtTick) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
+func (InsertAvailable) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
-	if m, ok := ctx.Value(atTimeKey{}).(*atTimeInsert); ok {
+	if m, ok := ctx.Value(availableKey{}).(*availableInsert); ok {
 		m.kept = true
 		for _, p := range params {
 			if p.Kind == runJobKind && p.State == rivertype.JobStateScheduled {

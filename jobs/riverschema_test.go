@@ -158,7 +158,7 @@ func mapsEqual(a, b map[string]any) bool {
 }
 
 // TestRiverReadsWhatWeWrite: River reads the error our rescue appends as
-// one of its AttemptErrors, and ReleaseAtTick changes the state River
+// one of its AttemptErrors, and InsertAvailable changes the state River
 // inserts a marked future job in, and only a marked one.
 func TestRiverReadsWhatWeWrite(t *testing.T) {
 	t.Parallel()
@@ -181,16 +181,16 @@ func TestRiverReadsWhatWeWrite(t *testing.T) {
 		}
 	})
 
-	t.Run("a future job inserted through ReleaseAtTick", func(t *testing.T) {
+	t.Run("a future job inserted through InsertAvailable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&ReleaseAtTick{}}})
+		client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&InsertAvailable{}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		opts := runInsertOpts(1)
 		opts.ScheduledAt = time.Now().Add(time.Hour)
-		marked, mark := insertAtTime(ctx)
+		marked, mark := markInsertAvailable(ctx)
 		for _, tc := range []struct {
 			ctx  context.Context
 			want rivertype.JobState

@@ -35,8 +35,8 @@ import (
 // of the query ended, whose columns are (run_id, attempt, status,
 // started_at, error, timed); timed: the record carries its duration. A
 // record that exists already keeps its outcome once finished (whatever
-// ended the attempt first wins); an open one (written at its start by an
-// earlier version) is closed.
+// ended the attempt first wins); one still open (finished_at NULL) is
+// closed.
 func endAttempts(ended string) string {
 	return `ended AS (
 			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, duration_ms, error)

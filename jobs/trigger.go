@@ -160,18 +160,18 @@ func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string
 }
 
 // enqueueRun inserts the run's River job, due at runAt (nil: now). A
-// delayed job goes through ReleaseAtTick: it is inserted available with
+// delayed job goes through InsertAvailable: it is inserted available with
 // scheduled_at = run_at (no producer fetches it before), and the
 // TasksChannel notice, sent at commit, wakes every replica's claim loop,
 // whose idle question finds run_at and has the producers notified at it
-// (Claimer.ReleaseAt). A client without the middleware inserts it
-// scheduled: River's scheduler releases it up to 5 s early and the run
+// (Claimer.FetchableAt). A client without the middleware inserts it
+// scheduled: River's scheduler makes it available up to 5 s early and the run
 // starts at the first fetch poll after run_at, as in poll-only mode.
 func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
 	opts := runInsertOpts(maxAttempts)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
-		ctx, _ = insertAtTime(ctx)
+		ctx, _ = markInsertAvailable(ctx)
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TasksChannel); err != nil {
 			return fmt.Errorf("trigger run: notify claim loops: %w", err)
 		}

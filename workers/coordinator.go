@@ -128,7 +128,7 @@ func (c *Coordinator) Drain() {
 // was created or changed here.
 func (c *Coordinator) TasksChanged() {
 	if c.claimer != nil {
-		c.claimer.Notify()
+		c.claimer.Wake()
 	}
 }
 
@@ -145,7 +145,7 @@ func (c *Coordinator) Outlook(o jobs.Outlook) time.Duration { return c.river.Out
 // worker replica has a run worker, and a claim loop.
 func (c *Coordinator) FetchableAt(t time.Time) {
 	c.river.FetchableAt(t)
-	c.claimer.ReleaseAt(t)
+	c.claimer.FetchableAt(t)
 }
 
 // answer wakes the claim loop and River on the notices until ctx ends.
@@ -158,7 +158,7 @@ func (c *Coordinator) answer(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-c.notices.tasks:
-			c.claimer.Notify()
+			c.claimer.Wake()
 		case <-c.notices.inserts:
 			c.river.Wake()
 		}

@@ -40,7 +40,7 @@ func TestExactlyOncePerTick(t *testing.T) {
 		t.Parallel()
 		exactlyOnce(t, duration, true, 0)
 	})
-	// Ticks claimed up to two ahead (ClaimerOptions.Lead), replicas
+	// Ticks claimed up to two ahead (Pacing.Lead), replicas
 	// stopped with ticks claimed but not yet due.
 	t.Run("claiming ahead, one of three stopped and restarted mid-way", func(t *testing.T) {
 		t.Parallel()

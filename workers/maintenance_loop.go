@@ -16,8 +16,7 @@ import (
 	"github.com/switchboard/switchboard/jobs"
 )
 
-// MaintenanceTimeout bounds one run of a maintenance task (River's job
-// timeout was a minute when River ran them).
+// MaintenanceTimeout bounds one run of a maintenance task.
 const MaintenanceTimeout = time.Minute
 
 // MaintenanceLoopOptions configure a maintenance loop; zero values mean

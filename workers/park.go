@@ -20,10 +20,10 @@ import (
 //
 // What wakes a parked client:
 //   - River's insert notification (jobs.InsertChannel, heard on the
-//     bus's LISTEN connection): an immediate job inserted by any replica,
-//     a tick claimed ahead reaching its time, a delayed run, retry or
-//     snooze released (jobs.Claimer's releaser), jobs the cluster rescued
-//     from a dead node (Wake);
+//     bus's LISTEN connection, answered by the Coordinator): an immediate
+//     job inserted by any replica, a tick claimed ahead reaching its time,
+//     a delayed run, retry or snooze becoming fetchable (the claim loop's
+//     insert notifier), jobs the cluster rescued from a dead node (Wake);
 //   - the claim loop's outlook (Outlook): a tick, or a job waiting for a
 //     later time, within UnparkLead, or a job fetchable now that nobody
 //     announced (River UI's retry). The loop looks again UnparkLead before
@@ -97,10 +97,10 @@ func (r *River) Wake() {
 	signal(r.wakeCh)
 }
 
-// Outlook is the claim loop's jobs.ClaimerOptions.Outlook: it wakes the
-// client when work is near, lets it park when none is, and returns how long
-// before the earliest work the loop should look again (UnparkLead while
-// parked or about to be, else 0).
+// Outlook is told what the claim loop's looks found (jobs.Lookout, through
+// the Coordinator): it wakes the client when work is near, lets it park
+// when none is, and returns how long before the earliest work the loop
+// should look again (UnparkLead while parked or about to be, else 0).
 func (r *River) Outlook(o jobs.Outlook) time.Duration {
 	if r.act == nil {
 		return 0

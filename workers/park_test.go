@@ -197,7 +197,7 @@ func TestRiverParks(t *testing.T) {
 // A retry due after River parked: the claim loop looks UnparkLead before
 // it (the retry's job waits, retryable, for River's scheduler, which only
 // a running leader runs), River starts, and the retry runs. Only the
-// look-ahead can wake it here: nothing hears the releaser's notification
+// look-ahead can wake it here: nothing hears the insert notifier's notification
 // while River is parked (no bus in this test) and the loop's idle poll is
 // an hour.
 func TestParkedRiverRunsARetryDueLater(t *testing.T) {

@@ -97,7 +97,7 @@ func newRiver(opts RiverOptions, fetch fetchWatch) (*River, error) {
 	// A web-only client inserts delayed runs too (jobs.Trigger): they go
 	// in available at run_at, like the worker's (RiverConfig).
 	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river"),
-		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}}}
+		Middleware: []rivertype.Middleware{&jobs.InsertAvailable{}}}
 	if opts.Work {
 		wopts := opts.Workers
 		wopts.ClientID, wopts.Logger = cmp.Or(wopts.ClientID, opts.ClientID), cmp.Or(wopts.Logger, logger)

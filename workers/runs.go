@@ -51,7 +51,7 @@ func DefaultBackoff(attempt int) time.Duration {
 // or cancel_other, or max_concurrency) waits before it looks again.
 const SlotWait = 500 * time.Millisecond
 
-// snoozeMargin: a snoozed job's release is notified this long after
+// snoozeMargin: a snoozed job is told fetchable this long after
 // SlotWait, since River reckons the snooze from a moment after Work
 // returns (its scheduled_at must have passed when the producers fetch).
 const snoozeMargin = 20 * time.Millisecond
@@ -63,8 +63,8 @@ type fetchWatch interface {
 	FetchableAt(t time.Time)
 }
 
-// release tells the fetch watch that the job becomes fetchable at t.
-func (w *runWorker) release(t time.Time) {
+// fetchableAt tells the fetch watch that the job becomes fetchable at t.
+func (w *runWorker) fetchableAt(t time.Time) {
 	if w.fetch != nil {
 		w.fetch.FetchableAt(t)
 	}
@@ -114,7 +114,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	}
 	if errors.Is(err, jobs.ErrNoSlot) {
 		// Wait without spending an attempt: a snooze keeps job.Attempt.
-		w.release(time.Now().Add(SlotWait + snoozeMargin))
+		w.fetchableAt(time.Now().Add(SlotWait + snoozeMargin))
 		return river.JobSnooze(SlotWait)
 	}
 	if err != nil {
@@ -182,7 +182,7 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 		w.retryAt.Delete(job.ID)
 		return river.JobCancel(a.err)
 	}
-	w.release(next) // NextRetry gives River this very time
+	w.fetchableAt(next) // NextRetry gives River this very time
 	return a.err
 }
 

@@ -1,7 +1,9 @@
-// Package workers owns the consumer side of the job queue: the River worker
-// that runs task runs, the River configuration a worker replica starts
-// with, and the periodic maintenance (MaintenanceLoop, on Postgres: River
-// may be stopped while the replica idles).
+// Package workers owns a replica's end of the job queue: the River client
+// and its configuration, the run worker that performs task runs, parking
+// (an idle worker replica's River stops until work is due), the
+// Coordinator that builds River with the claim loop (package jobs) and
+// carries their conversation, and the periodic maintenance
+// (MaintenanceLoop, on Postgres: River may be parked while it runs).
 package workers
 
 import (
@@ -110,7 +112,7 @@ func riverConfig(opts Options, fetch fetchWatch) (*river.Config, error) {
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Workers:              w,
 		// Runs claimed ahead of their tick are inserted available at it.
-		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}},
+		Middleware: []rivertype.Middleware{&jobs.InsertAvailable{}},
 	}, nil
 }
 

@@ -52,10 +52,10 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	}
 }
 
-// releaseBundle is a worker replica's job queue whose River polls once an
+// fetchBundle is a worker replica's job queue whose River polls once an
 // hour, and whose claim loop believes it hears every task change (its idle
 // poll is an hour too): what starts a run on time here is a notification.
-type releaseBundle struct {
+type fetchBundle struct {
 	*testBundle
 	queue *Coordinator
 	// web inserts like a web-only replica: its own client, whose insert
@@ -66,7 +66,7 @@ type releaseBundle struct {
 	notices *Notices
 }
 
-func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
+func newFetchBundle(t *testing.T, backoff time.Duration) *fetchBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	notices, err := NewNotices(context.Background(), pool, false)
@@ -85,7 +85,7 @@ func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
 		t.Fatal(err)
 	}
 	web := newWebClient(t, pool)
-	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, queue: q, web: web, notices: notices}
+	return &fetchBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, queue: q, web: web, notices: notices}
 }
 
 // newWebClient is the River client of a web-only replica.
@@ -101,7 +101,7 @@ func newWebClient(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 // start starts the job queue and returns once its claim loop has read what there is
 // and sleeps for its idle poll (an hour): it claimed a tick due now, whose
 // run then finished (the loop asks once more right after its claim).
-func (b *releaseBundle) start(t *testing.T) {
+func (b *fetchBundle) start(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	tick := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "tick"})
@@ -120,7 +120,7 @@ func (b *releaseBundle) start(t *testing.T) {
 
 // listen rings the worker's notices on every TasksChannel notification,
 // as the bus does.
-func (b *releaseBundle) listen(t *testing.T) {
+func (b *fetchBundle) listen(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := b.pool.Acquire(ctx)
@@ -144,7 +144,7 @@ func (b *releaseBundle) listen(t *testing.T) {
 }
 
 // startedAt waits for the run to start and returns when it did.
-func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
+func (b *fetchBundle) startedAt(t *testing.T, runID string) time.Time {
 	t.Helper()
 	var started time.Time
 	testwait.For(t, 20*time.Second, "run "+runID+" to start", func() bool {
@@ -154,15 +154,15 @@ func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
 	return started
 }
 
-// TestDelayedRunReleasedAtRunAt: a run delayed by run_at, triggered on a
+// TestDelayedRunStartsAtRunAt: a run delayed by run_at, triggered on a
 // web-only replica, starts at run_at on a worker that did not insert it
 // and polls once an hour: the trigger's notice wakes the worker's sleeping
-// claim loop, whose idle question finds run_at, and its releaser notifies
+// claim loop, whose idle question finds run_at, and its insert notifier notifies
 // the producers then.
-func TestDelayedRunReleasedAtRunAt(t *testing.T) {
+func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := newReleaseBundle(t, time.Second)
+	b := newFetchBundle(t, time.Second)
 	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "later"})
 	b.start(t)
 	b.listen(t)
@@ -180,10 +180,10 @@ func TestDelayedRunReleasedAtRunAt(t *testing.T) {
 
 // TestRetryStartsAtBackoff: a retry two seconds after a failed attempt
 // starts then on a worker polling once an hour, its claim loop asleep:
-// the worker registered the retry's time with the releaser.
+// the worker told the claim loop's insert notifier of the retry's time.
 func TestRetryStartsAtBackoff(t *testing.T) {
 	t.Parallel()
-	b := newReleaseBundle(t, 2*time.Second)
+	b := newFetchBundle(t, 2*time.Second)
 	hook := newHookServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n == 0 {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -207,7 +207,7 @@ func TestRetryStartsAtBackoff(t *testing.T) {
 // SlotWait of the first finishing, on a worker polling once an hour.
 func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 	t.Parallel()
-	b := newReleaseBundle(t, time.Second)
+	b := newFetchBundle(t, time.Second)
 	release := make(chan struct{})
 	hook := newHookServer(t, func(n int, _ http.ResponseWriter, _ *http.Request) {
 		if n == 0 {

@@ -12,13 +12,13 @@ import (
 	"github.com/switchboard/switchboard/infra/testwait"
 )
 
-// aheadBundle is setup with a River client that has ReleaseAtTick, and a
+// aheadBundle is setup with a River client that has InsertAvailable, and a
 // claimer with a lead of MaxLead: a task due in a second or two is claimed
 // ahead.
 func aheadBundle(t *testing.T) (*testBundle, *Claimer) {
 	t.Helper()
 	b := setup(t)
-	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&ReleaseAtTick{}}})
+	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&InsertAvailable{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestClaimAhead(t *testing.T) {
 		}
 	})
 
-	t.Run("without ReleaseAtTick the claim rolls back and the lead is off", func(t *testing.T) {
+	t.Run("without InsertAvailable the claim rolls back and the lead is off", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{Lead: MaxLead}})
