@@ -72,6 +72,10 @@ func (a *Announcer) count(runs []OwnedRun) {
 	if a.opts.Metrics == nil {
 		return
 	}
+	if len(runs) == 1 { // a worker's announcement: no map
+		a.opts.Metrics.RunStatus(runs[0].Run.Status, 1)
+		return
+	}
 	n := map[string]int{}
 	for _, r := range runs {
 		n[r.Run.Status]++

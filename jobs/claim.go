@@ -81,8 +81,8 @@ func (c *Claimer) Start(ctx context.Context) error {
 		return fmt.Errorf("start claimer: %w", err)
 	}
 	c.base.Go(func() { c.loop(runCtx) })
-	if r := c.pace.notifier; r != nil {
-		c.base.Go(func() { r.loop(runCtx) })
+	if n := c.pace.notifier; n != nil {
+		c.base.Go(func() { n.loop(runCtx) })
 	}
 	return nil
 }
