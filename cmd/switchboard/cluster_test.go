@@ -192,7 +192,7 @@ func TestDrainANodeFromAnother(t *testing.T) {
 		}
 	}
 	select {
-	case <-target.river.Client().Stopped():
+	case <-target.jobs.queue.Client().Stopped():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drained node's River client still takes jobs")
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 )
@@ -38,30 +37,6 @@ type clusterNodes struct{ a *app }
 
 func (n clusterNodes) DeadNodes(ctx context.Context) ([]string, time.Duration, error) {
 	return n.a.cluster.DeadNodes(ctx)
-}
-
-// notices: on worker replicas, the bus's LISTEN connection also hears
-// every replica's task changes and wakes the claim loop (made later, in
-// newScheduling), whose idle poll is then long, and, where River parks
-// while idle, River's insert notifications, which wake it.
-func (a *app) notices() map[string]func() {
-	if !a.cfg.HasRole(config.RoleWorker) {
-		return nil
-	}
-	notices := map[string]func(){jobs.TasksChannel: func() {
-		if a.jobs.claimer != nil {
-			a.jobs.claimer.Notify()
-		}
-	}}
-	if a.riverInsert != "" {
-		// A job inserted or released anywhere wakes a parked River.
-		notices[a.riverInsert] = func() {
-			if a.river != nil {
-				a.river.Wake()
-			}
-		}
-	}
-	return notices
 }
 
 // listenConfig is the bus's LISTEN connection: on
