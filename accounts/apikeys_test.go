@@ -15,7 +15,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestCreateAPIKey(t *testing.T) {

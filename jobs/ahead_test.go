@@ -9,7 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // aheadBundle is setup with a River client that has InsertAvailable, and a

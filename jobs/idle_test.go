@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestIdleRound(t *testing.T) {

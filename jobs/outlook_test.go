@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // outlooks records what a claim loop's looks found.

@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertest"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestTaskNormalize(t *testing.T) {

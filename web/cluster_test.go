@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/cluster"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/freeport"
 	"github.com/switchboard/switchboard/realtime"
 )

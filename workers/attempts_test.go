@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime/stream"
 )

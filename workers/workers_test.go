@@ -15,8 +15,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/migrations"
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/freeport"
-	"github.com/switchboard/switchboard/infra/pgbouncer"
+	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 	"github.com/switchboard/switchboard/infra/pgembed"
 )
 

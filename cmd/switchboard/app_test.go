@@ -13,7 +13,7 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
 )
 

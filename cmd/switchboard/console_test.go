@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
-	"github.com/switchboard/switchboard/infra/browsertest"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/browsertest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // The console in headless Chromium against real replicas on a real

@@ -21,7 +21,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // The hostile-input pass: every route of the served OpenAPI document (read
