@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )

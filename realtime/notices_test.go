@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )

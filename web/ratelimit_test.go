@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // perMinute is burst requests per one-minute window: long enough that no

@@ -266,7 +266,7 @@ func BenchmarkDueLag(b *testing.B) {
 // runs/s and webhook-task runs/s (claim, enqueue, work, record; the
 // webhook's target a local server answering 204) on one worker node, one
 // after the other in the same run; the ratio of each to the no-op rate is
-// the figure issue 18's goal 1 names. Runs announce their statuses and a
+// the throughput figure docs/scaling.md sets a goal for. Runs announce their statuses and a
 // publish action publishes its event through the realtime bus, stored in
 // the owner's stream as in production (four stored events a publish run,
 // three a webhook run). "silent" runs are publish runs that drop every
@@ -331,7 +331,7 @@ func (n *benchNode) rate(b *testing.B, count int, done string, start func()) flo
 // parallel claims as the claim loop's), advances them and inserts a no-op River job per tick in
 // the same transaction; River works the jobs. No run rows, no attempts, no
 // announcements: any design of runs costs at least this. Its ratio to the
-// no-op rate bounds issue 18's goal 1 from above.
+// no-op rate bounds that goal from above.
 func BenchmarkThroughputFloor(b *testing.B) {
 	const jobsCount = 5000
 	ctx := context.Background()

@@ -27,7 +27,7 @@ const streamPace = 80 * time.Millisecond
 // streamClientScript is the Node client, relative to the module root.
 const streamClientScript = "clients/js/test/hacheck/stream-client.js"
 
-// checkDurableStream (issue 13's HA acceptance): a clients/js RealtimeClient
+// checkDurableStream: a clients/js RealtimeClient
 // follows a fresh user's stream from one replica while the two others
 // publish to that user; the replica holding its socket is killed with -9
 // mid-stream (and started again), then PostgreSQL is restarted mid-stream.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/freeport"
-	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 )
 
 const replicaCount = 3

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
-	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // runAdmin runs `switchboard admin <args>` against srv's database, as an

@@ -13,8 +13,8 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestTokenFromOneReplicaWorksOnAnother(t *testing.T) {

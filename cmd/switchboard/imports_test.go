@@ -15,8 +15,8 @@ import (
 
 const module = "github.com/switchboard/switchboard"
 
-// TestImportGraph enforces the direction of dependencies (DESIGN.md
-// "Layout"), on `go list -deps` of every package of the module:
+// TestImportGraph enforces the direction of dependencies (docs/design.md,
+// "Components"), on `go list -deps` of every package of the module:
 // infra/* depends on no project package outside infra, accounts on none
 // but infra, nothing outside cmd depends on workers, and no package
 // depends on the test kits (infra/testkit) but the kits themselves and the

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/testkit/browsertest"
 	"github.com/switchboard/switchboard/infra/config"
+	"github.com/switchboard/switchboard/infra/testkit/browsertest"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/migrations"
 )
