@@ -67,14 +67,15 @@ type Config struct {
 // answered with an error event, and a connection that keeps sending
 // refused frames is closed with 4029.
 type WSLimits struct {
-	ConnFrameRate   float64 `envconfig:"SWITCHBOARD_WS_CONN_RATE" default:"20" desc:"frames per second one WebSocket may send"`
-	ConnFrameBurst  int     `envconfig:"SWITCHBOARD_WS_CONN_BURST" default:"40" desc:"burst of frames one WebSocket may send"`
-	UserFrameRate   float64 `envconfig:"SWITCHBOARD_WS_USER_RATE" default:"40" desc:"frames per second from all of one user's WebSockets on one replica"`
-	UserFrameBurst  int     `envconfig:"SWITCHBOARD_WS_USER_BURST" default:"80" desc:"burst of frames from all of one user's WebSockets on one replica"`
-	UserByteRate    int     `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
-	Strikes         int     `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
-	MaxConnsPerUser int     `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
-	SendQueueBytes  int     `envconfig:"SWITCHBOARD_WS_SEND_QUEUE_BYTES" default:"1048576" desc:"bytes that may wait for a WebSocket that reads slowly; past it the socket is closed with 3008 and the client resumes from its offsets"`
+	ConnFrameRate   float64       `envconfig:"SWITCHBOARD_WS_CONN_RATE" default:"20" desc:"frames per second one WebSocket may send"`
+	ConnFrameBurst  int           `envconfig:"SWITCHBOARD_WS_CONN_BURST" default:"40" desc:"burst of frames one WebSocket may send"`
+	UserFrameRate   float64       `envconfig:"SWITCHBOARD_WS_USER_RATE" default:"40" desc:"frames per second from all of one user's WebSockets on one replica"`
+	UserFrameBurst  int           `envconfig:"SWITCHBOARD_WS_USER_BURST" default:"80" desc:"burst of frames from all of one user's WebSockets on one replica"`
+	UserByteRate    int           `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
+	Strikes         int           `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
+	MaxConnsPerUser int           `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
+	SendQueueBytes  int           `envconfig:"SWITCHBOARD_WS_SEND_QUEUE_BYTES" default:"1048576" desc:"bytes that may wait for a WebSocket that reads slowly; past it the socket is closed with 3008 and the client resumes from its offsets"`
+	WriteWait       time.Duration `envconfig:"SWITCHBOARD_WS_WRITE_WAIT" default:"10s" desc:"how long a write to a WebSocket that is not read may block before the socket is cut; a slow consumer's 3008 close frame reaches it only if it reads again within this time"`
 }
 
 // Load reads the environment into a Config and validates it for serve.
@@ -301,6 +302,7 @@ func (w WSLimits) validate() []error {
 		"SWITCHBOARD_WS_CONN_BURST": float64(w.ConnFrameBurst), "SWITCHBOARD_WS_USER_BURST": float64(w.UserFrameBurst),
 		"SWITCHBOARD_WS_USER_BYTES_RATE": float64(w.UserByteRate), "SWITCHBOARD_WS_LIMIT_STRIKES": float64(w.Strikes),
 		"SWITCHBOARD_WS_MAX_CONNS_PER_USER": float64(w.MaxConnsPerUser), "SWITCHBOARD_WS_SEND_QUEUE_BYTES": float64(w.SendQueueBytes),
+		"SWITCHBOARD_WS_WRITE_WAIT": float64(w.WriteWait),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))

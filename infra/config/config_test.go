@@ -180,7 +180,7 @@ func TestLoadDefaults(t *testing.T) {
 	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
 		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)
 	}
-	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20}) {
+	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20, WriteWait: 10 * time.Second}) {
 		t.Fatalf("websocket limits: %+v", c.WSLimits)
 	}
 }
