@@ -146,6 +146,12 @@ func resetErr(err error) error {
 	return fmt.Errorf("reset password: %w", err)
 }
 
+// ResetURL is the link a person follows to reset a password: the
+// console's reset page at publicURL (scheme://host[:port]) with the token.
+func ResetURL(publicURL, token string) string {
+	return strings.TrimRight(publicURL, "/") + "/console/#/reset?token=" + token
+}
+
 func hashResetToken(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
