@@ -284,7 +284,7 @@ func TestConsoleAdminCluster(t *testing.T) {
 	registerUserAt(t, procs[0].URL, "operator@example.com")
 	var out strings.Builder
 	cfg := testConfig(t, dbURL)
-	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "operator@example.com"}, &out); err != nil {
+	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "operator@example.com"}, nil, &out); err != nil {
 		t.Fatalf("admin grant: %v", err)
 	}
 	ids := make([]string, len(procs))

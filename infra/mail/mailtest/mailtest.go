@@ -60,7 +60,7 @@ type Server struct {
 // Start runs a server until the test ends.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
-	s := &Server{Mail: make(chan Mail, 100), opts: o}
+	s := &Server{Mail: make(chan Mail, 1000), opts: o}
 	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		_, isTLS := c.TLSConnectionState()
 		return &session{server: s, conn: c, tls: isTLS}, nil
