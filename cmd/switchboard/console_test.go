@@ -400,4 +400,7 @@ func TestBannerNamesTheConsole(t *testing.T) {
 	if want := fmt.Sprintf("console=http://localhost:%d/console", port); !strings.Contains(logs.String(), want) {
 		t.Fatalf("the banner does not name the console (%s):\n%s", want, logs.String())
 	}
+	if !strings.Contains(logs.String(), "registration=open") {
+		t.Fatalf("the banner does not say who may register:\n%s", logs.String())
+	}
 }
