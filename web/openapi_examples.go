@@ -17,7 +17,23 @@ var operationExamples = map[string][]example{
 		{status: 200, value: exAuth},
 		{status: 401, value: `{"title":"Unauthorized","status":401,"detail":"wrong email or password"}`},
 	},
-	"me": {{status: 200, value: exUser}},
+	"me":                 {{status: 200, value: exUser}},
+	"auth-logout":        {{status: 401, value: `{"title":"Unauthorized","status":401,"detail":"this token was signed out; log in again"}`}},
+	"me-sessions-revoke": {{status: 403, value: `{"title":"Forbidden","status":403,"detail":"` + needsUserToken + `"}`}},
+	"me-password-change": {
+		{value: `{"current_password":"correct horse battery","new_password":"staple of the horse"}`},
+		{status: 200, value: exAuth},
+		{status: 403, value: `{"title":"Forbidden","status":403,"detail":"the current password is wrong"}`},
+	},
+	"auth-registration": {{status: 200, value: `{"registration":"invite"}`}},
+	"auth-forgot": {
+		{value: `{"email":"ada@example.com"}`},
+		{status: 202, value: `{"message":"` + forgotAnswer + `"}`},
+	},
+	"auth-reset": {
+		{value: `{"token":"sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs","password":"staple of the horse"}`},
+		{status: 400, value: `{"title":"Bad Request","status":400,"detail":"this reset link is unknown, was used already or has expired: ask for a new one"}`},
+	},
 
 	"api-key-create": {
 		{value: `{"name":"billing backend","scopes":["read"],"expires_at":"2027-06-01T00:00:00Z"}`},
@@ -101,6 +117,8 @@ var operationExamples = map[string][]example{
 		`"reachable":true,"ws_connections":42,"jobs_running":3}],"queue":{"available":0,"running":3,"scheduled":12,"retryable":1,"discarded":0},` +
 		`"scheduler":{"due_tasks":0,"oldest_due_age_ms":0},"backlog":{"demand":6,"available_jobs":0,"scheduled_jobs":13,"scheduled_due_jobs":1,` +
 		`"running_jobs":3,"oldest_available_age_ms":420,"due_tasks":2,"oldest_due_age_ms":150,"notification_queue_usage":0},"degraded":false}`}},
+	"admin-password-reset": {{status: 200, value: `{"url":"https://switchboard.example.com/console/#/reset?token=sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs",` +
+		`"token":"sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs","expires_at":"2026-12-01T10:00:00Z"}`}},
 	"admin-disconnect-user": {{status: 200, value: `{"acked":["c3a1b2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"],"failed":[],"closed":2}`}},
 	"admin-drain-node":      {{status: 200, value: `{"acked":true}`}},
 }

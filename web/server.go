@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -38,6 +39,23 @@ type Options struct {
 	JWTSecret []byte
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+	// PasswordConcurrency bounds the bcrypt hashes and checks this replica
+	// runs at once; default the number of CPUs (accounts.Passwords).
+	PasswordConcurrency int
+	// PasswordWait is how long a password check waits for a free slot
+	// before a 503; default accounts.DefaultHashWait.
+	PasswordWait time.Duration
+	// Registration is who may register (default open); in invite mode
+	// Invites redeems the invite tokens, and without it every
+	// registration is refused.
+	Registration accounts.Registration
+	Invites      accounts.InviteRedeemer
+	// PublicURL is where people reach this service (scheme://host[:port]),
+	// for the links in password reset mail and answers.
+	PublicURL string
+	// Mailer sends password reset links (POST /v1/auth/forgot); nil: the
+	// route answers as always and logs that mail is not configured.
+	Mailer Mailer
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
 	// BodyReadTimeout is how long a request's body may take to arrive after
@@ -96,6 +114,12 @@ type Server struct {
 	api    huma.API
 	tokens tokens
 	limits limits
+	// passwords hashes and checks passwords, bounded per replica;
+	// registrar applies the registration policy.
+	passwords *accounts.Passwords
+	registrar accounts.Registrar
+	// resetMail sends forgot-password mail after the answer.
+	resetMail *resetMailer
 
 	mu          sync.Mutex
 	readyChecks []readyCheck
@@ -112,9 +136,14 @@ func New(opts Options) *Server {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
+	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret},
+		passwords: accounts.NewPasswords(accounts.PasswordOptions{Cost: opts.BcryptCost, Concurrency: opts.PasswordConcurrency, Wait: opts.PasswordWait}),
+		registrar: accounts.Registrar{Policy: cmp.Or(opts.Registration, accounts.RegistrationOpen), Invites: opts.Invites},
+	}
 
 	s.buildLimits()
+	s.resetMail = s.newResetMailer()
+	s.registerPasswordMetrics()
 	s.idemOutcomes = newIdempotencyOutcomes(opts.Registry)
 
 	r := chi.NewRouter()
@@ -152,6 +181,8 @@ func New(opts Options) *Server {
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		registerSessions(api, s)
+		registerResets(api, s)
 		registerTasks(api, s)
 		registerRuns(api, s)
 		registerAPIKeys(api, s)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/accounts"
 )
@@ -24,6 +25,10 @@ type Principal struct {
 	// KeyID and Scopes are set when the caller sent an API key.
 	KeyID  string
 	Scopes []string
+	// Session is set when the caller sent a user token (or a cookie that
+	// carries one), with the token's expiry: what a logout ends.
+	Session      accounts.Session
+	TokenExpires time.Time
 }
 
 // IsAdmin reports whether the caller has the admin role.
@@ -31,25 +36,30 @@ func (p Principal) IsAdmin() bool { return p.Role == accounts.RoleAdmin }
 
 type claims struct {
 	Role string `json:"role"`
+	// Gen is the account's token generation when the token was issued;
+	// absent (0) in tokens issued before generations existed.
+	Gen int `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // tokens issues and verifies HS256 access tokens: sub is the user id, role
 // the user's role when it was issued (for the client to read: the server
-// reads the account on every request instead); they last 24 h and every
-// replica accepts them (one secret).
+// reads the account on every request instead), jti the token's id and gen
+// the account's token generation, which the per-request account read
+// checks (accounts.CheckSession); they last 24 h and every replica
+// accepts them (one secret).
 type tokens struct {
 	secret []byte
 }
 
 const tokenIssuer = "switchboard"
 
-func (t tokens) issue(userID, role string, now time.Time) (string, time.Time, error) {
+func (t tokens) issue(userID, role string, generation int, now time.Time) (string, time.Time, error) {
 	exp := now.Add(tokenTTL).UTC().Truncate(time.Second)
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
-		Role: role,
+		Role: role, Gen: generation,
 		RegisteredClaims: jwt.RegisteredClaims{
-			Subject: userID, Issuer: tokenIssuer,
+			ID: uuid.NewString(), Subject: userID, Issuer: tokenIssuer,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 		},
 	})
@@ -70,10 +80,18 @@ func (t tokens) verify(raw string) (Principal, error) {
 		return Principal{}, errors.New("the access token has expired; log in again")
 	case err != nil:
 		return Principal{}, errors.New("the access token is invalid")
-	case c.Subject == "" || !accounts.ValidRole(c.Role):
+	case c.Subject == "" || !accounts.ValidRole(c.Role) || c.Gen < 0 || (c.ID != "" && uuid.Validate(c.ID) != nil):
 		return Principal{}, errors.New("the access token is invalid")
 	}
-	return Principal{UserID: c.Subject}, nil
+	jti := c.ID
+	if jti == "" { // issued before tokens had ids
+		jti = accounts.TokenIDOf(raw)
+	}
+	return Principal{
+		UserID:       c.Subject,
+		Session:      accounts.Session{UserID: c.Subject, TokenID: jti, Generation: c.Gen},
+		TokenExpires: c.ExpiresAt.Time,
+	}, nil
 }
 
 type principalKey struct{}
@@ -114,16 +132,17 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 }
 
 // checkAccount is Huma middleware after authenticate: it reads the caller's
-// account on every request, so a deleted or disabled account's tokens stop
-// working at once on every replica, and a role granted or revoked counts
-// from the next request on.
+// account and session on every request (one statement), so a deleted or
+// disabled account's tokens, and tokens signed out, stop working at once
+// on every replica, and a role granted or revoked counts from the next
+// request on.
 func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 	p, ok := ctx.Context().Value(principalKey{}).(Principal)
 	if !ok || p.KeyID != "" {
 		next(ctx)
 		return
 	}
-	role, err := s.activeRole(ctx.Context(), p.UserID)
+	role, err := s.checkSession(ctx.Context(), p.Session)
 	var refused *accounts.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -141,6 +160,13 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 // activeRole is accounts.ActiveRole, logging an unexpected error once.
 func (s *Server) activeRole(ctx context.Context, userID string) (string, error) {
 	role, err := accounts.ActiveRole(ctx, s.opts.Pool, userID)
+	s.logUnexpected(ctx, "read the caller's account", err)
+	return role, err
+}
+
+// checkSession is accounts.CheckSession, logging an unexpected error once.
+func (s *Server) checkSession(ctx context.Context, session accounts.Session) (string, error) {
+	role, err := accounts.CheckSession(ctx, s.opts.Pool, session)
 	s.logUnexpected(ctx, "read the caller's account", err)
 	return role, err
 }

@@ -163,6 +163,9 @@ func (a *app) build() error {
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
 		Cluster: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}
+	if err := a.accountsWebOptions(&wopts); err != nil {
+		return err
+	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
@@ -269,12 +272,14 @@ func (a *app) serve(context.Context) error {
 }
 
 // shutdownHTTP stops accepting and finishes in-flight requests by ctx's
-// deadline; then it cuts what is left.
+// deadline; then it cuts what is left, and waits for the mail requests
+// started.
 func (a *app) shutdownHTTP(ctx context.Context) {
 	if err := a.http.Shutdown(ctx); err != nil {
 		a.logger.Warn("http shutdown incomplete", "error", err)
 		_ = a.http.Close()
 	}
+	a.web.Close()
 }
 
 func (a *app) closeDatabase() {
@@ -357,7 +362,7 @@ func embeddedSecrets(cfg *config.Config) error {
 func (a *app) logBanner() {
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	base := "http://localhost:" + strconv.Itoa(port)
-	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ",")}
+	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ","), "registration", a.cfg.Registration}
 	if a.cfg.HasRole(config.RoleWeb) {
 		attrs = append([]any{"console", base + "/console"}, attrs...)
 	}

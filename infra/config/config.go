@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/switchboard/switchboard/infra/mail"
 )
 
 // Role names accepted in SWITCHBOARD_ROLES.
@@ -57,6 +59,10 @@ type Config struct {
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+	HashConcurrency  int           `envconfig:"SWITCHBOARD_PASSWORD_HASH_CONCURRENCY" desc:"bcrypt hashes and checks one replica runs at once (logins, registrations, password changes); more wait up to 1s, then answer 503; default the number of CPUs"`
+	Registration     string        `envconfig:"SWITCHBOARD_REGISTRATION" default:"open" desc:"who may register: open (anyone), invite (only with an invite token for the address) or closed (accounts come from switchboard admin create-user)"`
+	PublicURL        string        `envconfig:"SWITCHBOARD_PUBLIC_URL" desc:"scheme://host[:port] people reach this service at, for the links in password reset mail and answers; default http://localhost:<listen port>"`
+	SMTPURL          string        `envconfig:"SWITCHBOARD_SMTP_URL" desc:"smtp://[user:password@]host[:port]?from=address (STARTTLS when offered; port 587) or smtps://... (TLS; port 465): where POST /v1/auth/forgot mails reset links; unset: no mail is sent"`
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may call the API from (CORS; listed origins with credentials, * without) and open WebSockets from, or *; default: no cross-origin API calls, WebSockets from the request's own host"`
 	WSLimits
 	Tracing
@@ -224,6 +230,7 @@ func (c *Config) Validate() error {
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
+	errs = append(errs, c.validateAccounts()...)
 	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
 	}
@@ -295,6 +302,34 @@ func (c *Config) validatePooling() []error {
 	return errs
 }
 
+// validateAccounts checks the settings of registration, password hashing
+// and reset links.
+func (c *Config) validateAccounts() []error {
+	var errs []error
+	c.Registration = strings.ToLower(strings.TrimSpace(c.Registration))
+	switch c.Registration {
+	case "":
+		c.Registration = "open"
+	case "open", "invite", "closed":
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_REGISTRATION: %q is not open, invite or closed", c.Registration))
+	}
+	if c.HashConcurrency < 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_PASSWORD_HASH_CONCURRENCY must not be negative (0: the number of CPUs)"))
+	}
+	if c.PublicURL != "" {
+		if err := validateOrigin(c.PublicURL); err != nil || c.PublicURL == "*" {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_PUBLIC_URL: %q is not scheme://host[:port] (https://switchboard.example.com)", c.PublicURL))
+		}
+	}
+	if c.SMTPURL != "" {
+		if _, err := mail.Parse(c.SMTPURL); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_SMTP_URL: %v", err))
+		}
+	}
+	return errs
+}
+
 func (w WSLimits) validate() []error {
 	var errs []error
 	for name, v := range map[string]float64{
@@ -342,6 +377,16 @@ func validateOrigin(o string) error {
 		return fmt.Errorf("%q is not an origin like https://app.example.com (or *)", o)
 	}
 	return nil
+}
+
+// ResetLinkBase is SWITCHBOARD_PUBLIC_URL, else http://localhost and the
+// listen port: where the links of password reset mail point.
+func (c Config) ResetLinkBase() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	_, port, _ := net.SplitHostPort(c.ListenAddr())
+	return "http://localhost:" + port
 }
 
 // RedactURL is a database URL fit for logs: the password, in the userinfo

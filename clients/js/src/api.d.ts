@@ -128,6 +128,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/users/{id}/password-reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a password reset link for an account
+         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+         */
+        post: operations["admin-password-reset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api-keys": {
         parameters: {
             query?: never;
@@ -172,6 +192,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/forgot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mail a password reset link
+         * @description Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+         */
+        post: operations["auth-forgot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth/login": {
         parameters: {
             query?: never;
@@ -192,6 +232,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign this token out
+         * @description The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+         */
+        post: operations["auth-logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/auth/register": {
         parameters: {
             query?: never;
@@ -203,9 +263,49 @@ export interface paths {
         put?: never;
         /**
          * Create an account and get a token
-         * @description Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+         * @description Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
          */
         post: operations["auth-register"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/registration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who may register here
+         * @description The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+         */
+        get: operations["auth-registration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set a new password with a reset link
+         * @description Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+         */
+        post: operations["auth-reset"];
         delete?: never;
         options?: never;
         head?: never;
@@ -286,6 +386,46 @@ export interface paths {
         get: operations["me"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change your password
+         * @description Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+         */
+        post: operations["me-password-change"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me/sessions/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign out everywhere
+         * @description Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+         */
+        post: operations["me-sessions-revoke"];
         delete?: never;
         options?: never;
         head?: never;
@@ -839,15 +979,6 @@ export interface components {
              */
             scheduled_jobs: number;
         };
-        Credentials: {
-            /**
-             * Format: email
-             * @description account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
-             */
-            email: string;
-            /** @description at least 8 characters, at most 72 bytes (bcrypt's limit) */
-            password: string;
-        };
         DisconnectResult: {
             /** @description ids of the nodes that applied it */
             acked: string[];
@@ -923,6 +1054,13 @@ export interface components {
              */
             id: string;
         };
+        ForgotInputBody: {
+            /** @description the account's address */
+            email: string;
+        };
+        ForgotOutputBody: {
+            message: string;
+        };
         HealthBody: {
             /** @description why the node is not ready */
             reason?: string;
@@ -985,6 +1123,12 @@ export interface components {
              */
             ws_connections: number;
         };
+        PasswordChangeInputBody: {
+            /** @description the password the account has now */
+            current_password: string;
+            /** @description at least 8 characters, at most 72 bytes (bcrypt's limit) */
+            new_password: string;
+        };
         Presence: {
             /** @description true when some members are held by nodes that stopped heartbeating: they may be gone, and their presence.leave follows once the node is judged dead */
             degraded: boolean;
@@ -1028,6 +1172,38 @@ export interface components {
             running: number;
             /** Format: int64 */
             scheduled: number;
+        };
+        RegisterInputBody: {
+            /**
+             * Format: email
+             * @description account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
+             */
+            email: string;
+            /** @description the invite token you were given; needed when the server's registration is invite (GET /v1/auth/registration) */
+            invite?: string;
+            /** @description at least 8 characters, at most 72 bytes (bcrypt's limit) */
+            password: string;
+        };
+        RegistrationOutputBody: {
+            /**
+             * @description open: anyone may register; invite: only with an invite token; closed: an operator creates accounts
+             * @enum {string}
+             */
+            registration: "open" | "invite" | "closed";
+        };
+        ResetInputBody: {
+            /** @description the new password: at least 8 characters, at most 72 bytes */
+            password: string;
+            /** @description the token of the reset link (sbr_…) */
+            token: string;
+        };
+        ResetLink: {
+            /** Format: date-time */
+            expires_at: string;
+            /** @description the token alone (sbr_…), for POST /v1/auth/reset */
+            token: string;
+            /** @description the link to hand to the account's owner: the console's reset page with the token */
+            url: string;
         };
         Room: {
             /** Format: date-time */
@@ -1828,6 +2004,94 @@ export interface operations {
             };
         };
     };
+    "admin-password-reset": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResetLink"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "api-key-list": {
         parameters: {
             query?: never;
@@ -2046,6 +2310,57 @@ export interface operations {
             };
         };
     };
+    "auth-forgot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForgotInputBody"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForgotOutputBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "auth-login": {
         parameters: {
             query?: never;
@@ -2105,6 +2420,80 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "auth-logout": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
         };
     };
     "auth-register": {
@@ -2116,7 +2505,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["Credentials"];
+                "application/json": components["schemas"]["RegisterInputBody"];
             };
         };
         responses: {
@@ -2128,6 +2517,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuthBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
             /** @description Conflict */
@@ -2159,6 +2557,120 @@ export interface operations {
             };
             /** @description Internal Server Error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "auth-registration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RegistrationOutputBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "auth-reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResetInputBody"];
+            };
+        };
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2417,6 +2929,170 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "me-password-change": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordChangeInputBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "me-sessions-revoke": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

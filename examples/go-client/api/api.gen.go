@@ -118,6 +118,27 @@ func (e PublishActionType) Valid() bool {
 	}
 }
 
+// Defines values for RegistrationOutputBodyRegistration.
+const (
+	RegistrationOutputBodyRegistrationClosed RegistrationOutputBodyRegistration = "closed"
+	RegistrationOutputBodyRegistrationInvite RegistrationOutputBodyRegistration = "invite"
+	RegistrationOutputBodyRegistrationOpen   RegistrationOutputBodyRegistration = "open"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationOutputBodyRegistration enum.
+func (e RegistrationOutputBodyRegistration) Valid() bool {
+	switch e {
+	case RegistrationOutputBodyRegistrationClosed:
+		return true
+	case RegistrationOutputBodyRegistrationInvite:
+		return true
+	case RegistrationOutputBodyRegistrationOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RoomVisibility.
 const (
 	RoomVisibilityMembers RoomVisibility = "members"
@@ -589,15 +610,6 @@ type Backlog struct {
 	ScheduledJobs int64 `json:"scheduled_jobs"`
 }
 
-// Credentials defines model for Credentials.
-type Credentials struct {
-	// Email account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
-	Email openapi_types.Email `json:"email"`
-
-	// Password at least 8 characters, at most 72 bytes (bcrypt's limit)
-	Password string `json:"password"`
-}
-
 // DisconnectResult defines model for DisconnectResult.
 type DisconnectResult struct {
 	// Acked ids of the nodes that applied it
@@ -679,6 +691,17 @@ type EventOutputBody struct {
 	Id openapi_types.UUID `json:"id"`
 }
 
+// ForgotInputBody defines model for ForgotInputBody.
+type ForgotInputBody struct {
+	// Email the account's address
+	Email string `json:"email"`
+}
+
+// ForgotOutputBody defines model for ForgotOutputBody.
+type ForgotOutputBody struct {
+	Message string `json:"message"`
+}
+
 // HealthBody defines model for HealthBody.
 type HealthBody struct {
 	// Reason why the node is not ready
@@ -744,6 +767,15 @@ type NodeStatus struct {
 	WsConnections int64 `json:"ws_connections"`
 }
 
+// PasswordChangeInputBody defines model for PasswordChangeInputBody.
+type PasswordChangeInputBody struct {
+	// CurrentPassword the password the account has now
+	CurrentPassword string `json:"current_password"`
+
+	// NewPassword at least 8 characters, at most 72 bytes (bcrypt's limit)
+	NewPassword string `json:"new_password"`
+}
+
 // Presence defines model for Presence.
 type Presence struct {
 	// Degraded true when some members are held by nodes that stopped heartbeating: they may be gone, and their presence.leave follows once the node is judged dead
@@ -789,6 +821,47 @@ type QueueCounts struct {
 	Retryable int64 `json:"retryable"`
 	Running   int64 `json:"running"`
 	Scheduled int64 `json:"scheduled"`
+}
+
+// RegisterInputBody defines model for RegisterInputBody.
+type RegisterInputBody struct {
+	// Email account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
+	Email openapi_types.Email `json:"email"`
+
+	// Invite the invite token you were given; needed when the server's registration is invite (GET /v1/auth/registration)
+	Invite *string `json:"invite,omitempty"`
+
+	// Password at least 8 characters, at most 72 bytes (bcrypt's limit)
+	Password string `json:"password"`
+}
+
+// RegistrationOutputBody defines model for RegistrationOutputBody.
+type RegistrationOutputBody struct {
+	// Registration open: anyone may register; invite: only with an invite token; closed: an operator creates accounts
+	Registration RegistrationOutputBodyRegistration `json:"registration"`
+}
+
+// RegistrationOutputBodyRegistration open: anyone may register; invite: only with an invite token; closed: an operator creates accounts
+type RegistrationOutputBodyRegistration string
+
+// ResetInputBody defines model for ResetInputBody.
+type ResetInputBody struct {
+	// Password the new password: at least 8 characters, at most 72 bytes
+	Password string `json:"password"`
+
+	// Token the token of the reset link (sbr_…)
+	Token string `json:"token"`
+}
+
+// ResetLink defines model for ResetLink.
+type ResetLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Token the token alone (sbr_…), for POST /v1/auth/reset
+	Token string `json:"token"`
+
+	// Url the link to hand to the account's owner: the console's reset page with the token
+	Url string `json:"url"`
 }
 
 // Room defines model for Room.
@@ -1106,8 +1179,20 @@ type AdminDisconnectUserParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// AdminPasswordResetParams defines parameters for AdminPasswordReset.
+type AdminPasswordResetParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ApiKeyCreateParams defines parameters for ApiKeyCreate.
 type ApiKeyCreateParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// AuthLogoutParams defines parameters for AuthLogout.
+type AuthLogoutParams struct {
 	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
@@ -1131,6 +1216,18 @@ type HistoryReadParams struct {
 
 	// Limit at most this many events
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// MePasswordChangeParams defines parameters for MePasswordChange.
+type MePasswordChangeParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// MeSessionsRevokeParams defines parameters for MeSessionsRevoke.
+type MeSessionsRevokeParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // PresenceParams defines parameters for Presence.
@@ -1246,14 +1343,23 @@ type AdminUpdateUserJSONRequestBody = AdminPatchInputBody
 // ApiKeyCreateJSONRequestBody defines body for ApiKeyCreate for application/json ContentType.
 type ApiKeyCreateJSONRequestBody = ApiKeyCreateInputBody
 
+// AuthForgotJSONRequestBody defines body for AuthForgot for application/json ContentType.
+type AuthForgotJSONRequestBody = ForgotInputBody
+
 // AuthLoginJSONRequestBody defines body for AuthLogin for application/json ContentType.
 type AuthLoginJSONRequestBody = LoginCredentials
 
 // AuthRegisterJSONRequestBody defines body for AuthRegister for application/json ContentType.
-type AuthRegisterJSONRequestBody = Credentials
+type AuthRegisterJSONRequestBody = RegisterInputBody
+
+// AuthResetJSONRequestBody defines body for AuthReset for application/json ContentType.
+type AuthResetJSONRequestBody = ResetInputBody
 
 // EventsPublishJSONRequestBody defines body for EventsPublish for application/json ContentType.
 type EventsPublishJSONRequestBody = EventInputBody
+
+// MePasswordChangeJSONRequestBody defines body for MePasswordChange for application/json ContentType.
+type MePasswordChangeJSONRequestBody = PasswordChangeInputBody
 
 // RoomsCreateJSONRequestBody defines body for RoomsCreate for application/json ContentType.
 type RoomsCreateJSONRequestBody = RoomCreateInputBody
@@ -1511,6 +1617,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/users/{id}/disconnect (the `AdminDisconnectUser` operationId).
 	AdminDisconnectUser(ctx context.Context, id openapi_types.UUID, params *AdminDisconnectUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminPasswordReset Make a password reset link for an account
+	//
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	//
+	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+	AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ApiKeyList List your API keys, newest first
 	//
 	// Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -1543,6 +1656,24 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `ApiKeyRevoke` operationId).
 	ApiKeyRevoke(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AuthForgotWithBody Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthForgot Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgot(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AuthLoginWithBody Exchange email and password for a token
 	//
 	// A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -1561,9 +1692,16 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/auth/login (the `AuthLogin` operationId).
 	AuthLogin(ctx context.Context, body AuthLoginJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AuthLogout Sign this token out
+	//
+	// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+	//
+	// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+	AuthLogout(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AuthRegisterWithBody Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1572,12 +1710,37 @@ type ClientInterface interface {
 
 	// AuthRegister Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 	AuthRegister(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthRegistration Who may register here
+	//
+	// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+	//
+	// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+	AuthRegistration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthResetWithBody Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthReset Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthReset(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ClusterStatus Every node, the queue and the scheduler backlog, from any node
 	//
@@ -1617,6 +1780,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MePasswordChangeWithBody Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithBody(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MePasswordChange Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChange(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MeSessionsRevoke Sign out everywhere
+	//
+	// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+	MeSessionsRevoke(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Presence Who is in a room, over every node
 	//
@@ -2004,6 +2192,23 @@ func (c *Client) AdminDisconnectUser(ctx context.Context, id openapi_types.UUID,
 	return c.Client.Do(req)
 }
 
+// AdminPasswordReset Make a password reset link for an account
+//
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+//
+// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+func (c *Client) AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminPasswordResetRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ApiKeyList List your API keys, newest first
 //
 // Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -2076,6 +2281,44 @@ func (c *Client) ApiKeyRevoke(ctx context.Context, id openapi_types.UUID, reqEdi
 	return c.Client.Do(req)
 }
 
+// AuthForgotWithBody Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *Client) AuthForgotWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthForgotRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthForgot Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *Client) AuthForgot(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthForgotRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AuthLoginWithBody Exchange email and password for a token
 //
 // A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -2114,9 +2357,26 @@ func (c *Client) AuthLogin(ctx context.Context, body AuthLoginJSONRequestBody, r
 	return c.Client.Do(req)
 }
 
+// AuthLogout Sign this token out
+//
+// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+//
+// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+func (c *Client) AuthLogout(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthLogoutRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AuthRegisterWithBody Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2135,13 +2395,68 @@ func (c *Client) AuthRegisterWithBody(ctx context.Context, contentType string, b
 
 // AuthRegister Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 func (c *Client) AuthRegister(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAuthRegisterRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthRegistration Who may register here
+//
+// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+//
+// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+func (c *Client) AuthRegistration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthRegistrationRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthResetWithBody Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *Client) AuthResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthResetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthReset Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *Client) AuthReset(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthResetRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2231,6 +2546,61 @@ func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, req
 // Corresponds with GET /v1/me (the `Me` operationId).
 func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMeRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MePasswordChangeWithBody Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *Client) MePasswordChangeWithBody(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMePasswordChangeRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MePasswordChange Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *Client) MePasswordChange(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMePasswordChangeRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MeSessionsRevoke Sign out everywhere
+//
+// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+func (c *Client) MeSessionsRevoke(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMeSessionsRevokeRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3107,6 +3477,55 @@ func NewAdminDisconnectUserRequest(server string, id openapi_types.UUID, params 
 	return req, nil
 }
 
+// NewAdminPasswordResetRequest constructs an http.Request for the AdminPasswordReset method
+func NewAdminPasswordResetRequest(server string, id openapi_types.UUID, params *AdminPasswordResetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/users/%s/password-reset", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewApiKeyListRequest constructs an http.Request for the ApiKeyList method
 func NewApiKeyListRequest(server string) (*http.Request, error) {
 	var err error
@@ -3223,6 +3642,46 @@ func NewApiKeyRevokeRequest(server string, id openapi_types.UUID) (*http.Request
 	return req, nil
 }
 
+// NewAuthForgotRequest calls the generic AuthForgot builder with application/json body
+func NewAuthForgotRequest(server string, body AuthForgotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAuthForgotRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAuthForgotRequestWithBody constructs an http.Request for the AuthForgot method, with any body, and a specified content type
+func NewAuthForgotRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/forgot")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewAuthLoginRequest calls the generic AuthLogin builder with application/json body
 func NewAuthLoginRequest(server string, body AuthLoginJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3263,6 +3722,48 @@ func NewAuthLoginRequestWithBody(server string, contentType string, body io.Read
 	return req, nil
 }
 
+// NewAuthLogoutRequest constructs an http.Request for the AuthLogout method
+func NewAuthLogoutRequest(server string, params *AuthLogoutParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/logout")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewAuthRegisterRequest calls the generic AuthRegister builder with application/json body
 func NewAuthRegisterRequest(server string, body AuthRegisterJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3284,6 +3785,73 @@ func NewAuthRegisterRequestWithBody(server string, contentType string, body io.R
 	}
 
 	operationPath := fmt.Sprintf("/v1/auth/register")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAuthRegistrationRequest constructs an http.Request for the AuthRegistration method
+func NewAuthRegistrationRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/registration")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAuthResetRequest calls the generic AuthReset builder with application/json body
+func NewAuthResetRequest(server string, body AuthResetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAuthResetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAuthResetRequestWithBody constructs an http.Request for the AuthReset method, with any body, and a specified content type
+func NewAuthResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/reset")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3493,6 +4061,103 @@ func NewMeRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewMePasswordChangeRequest calls the generic MePasswordChange builder with application/json body
+func NewMePasswordChangeRequest(server string, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMePasswordChangeRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewMePasswordChangeRequestWithBody constructs an http.Request for the MePasswordChange method, with any body, and a specified content type
+func NewMePasswordChangeRequestWithBody(server string, params *MePasswordChangeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewMeSessionsRevokeRequest constructs an http.Request for the MeSessionsRevoke method
+func NewMeSessionsRevokeRequest(server string, params *MeSessionsRevokeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/sessions/revoke")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4829,6 +5494,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/users/{id}/disconnect (the `AdminDisconnectUser` operationId).
 	AdminDisconnectUserWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminDisconnectUserParams, reqEditors ...RequestEditorFn) (*AdminDisconnectUserResponse, error)
 
+	// AdminPasswordResetWithResponse Make a password reset link for an account
+	//
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+	AdminPasswordResetWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*AdminPasswordResetResponse, error)
+
 	// ApiKeyListWithResponse List your API keys, newest first
 	//
 	// Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -4865,6 +5539,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `ApiKeyRevoke` operationId).
 	ApiKeyRevokeWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ApiKeyRevokeResponse, error)
 
+	// AuthForgotWithBodyWithResponse Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error)
+
+	// AuthForgotWithResponse Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithResponse(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error)
+
 	// AuthLoginWithBodyWithResponse Exchange email and password for a token
 	//
 	// A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -4883,9 +5575,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/auth/login (the `AuthLogin` operationId).
 	AuthLoginWithResponse(ctx context.Context, body AuthLoginJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthLoginResponse, error)
 
+	// AuthLogoutWithResponse Sign this token out
+	//
+	// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+	AuthLogoutWithResponse(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*AuthLogoutResponse, error)
+
 	// AuthRegisterWithBodyWithResponse Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4894,12 +5595,39 @@ type ClientWithResponsesInterface interface {
 
 	// AuthRegisterWithResponse Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 	AuthRegisterWithResponse(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthRegisterResponse, error)
+
+	// AuthRegistrationWithResponse Who may register here
+	//
+	// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+	AuthRegistrationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AuthRegistrationResponse, error)
+
+	// AuthResetWithBodyWithResponse Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthResetResponse, error)
+
+	// AuthResetWithResponse Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithResponse(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthResetResponse, error)
 
 	// ClusterStatusWithResponse Every node, the queue and the scheduler backlog, from any node
 	//
@@ -4945,6 +5673,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	MeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MeResponse, error)
+
+	// MePasswordChangeWithBodyWithResponse Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithBodyWithResponse(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error)
+
+	// MePasswordChangeWithResponse Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithResponse(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error)
+
+	// MeSessionsRevokeWithResponse Sign out everywhere
+	//
+	// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+	MeSessionsRevokeWithResponse(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*MeSessionsRevokeResponse, error)
 
 	// PresenceWithResponse Who is in a room, over every node
 	//
@@ -5787,6 +6542,99 @@ func (r AdminDisconnectUserResponse) ContentType() string {
 	return ""
 }
 
+// AdminPasswordResetResponse429Headers the declared response headers of an HTTP 429 response for AdminPasswordReset
+type AdminPasswordResetResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type AdminPasswordResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResetLink
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AdminPasswordResetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminPasswordResetResponse) GetJSON200() *ResetLink {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminPasswordResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminPasswordResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminPasswordResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminPasswordResetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ApiKeyListResponse429Headers the declared response headers of an HTTP 429 response for ApiKeyList
 type ApiKeyListResponse429Headers struct {
 	RetryAfter          *int
@@ -6031,6 +6879,68 @@ func (r ApiKeyRevokeResponse) ContentType() string {
 	return ""
 }
 
+type AuthForgotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ForgotOutputBody
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r AuthForgotResponse) GetJSON202() *ForgotOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthForgotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthForgotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthForgotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthForgotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AuthLoginResponse200Headers the declared response headers of an HTTP 200 response for AuthLogin
 type AuthLoginResponse200Headers struct {
 	SetCookie *string
@@ -6049,6 +6959,8 @@ type AuthLoginResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *AuthLoginResponse200Headers
 }
@@ -6076,6 +6988,11 @@ func (r AuthLoginResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthLoginResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthLoginResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6107,6 +7024,78 @@ func (r AuthLoginResponse) ContentType() string {
 	return ""
 }
 
+// AuthLogoutResponse429Headers the declared response headers of an HTTP 429 response for AuthLogout
+type AuthLogoutResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type AuthLogoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AuthLogoutResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthLogoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthLogoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthLogoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthLogoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AuthRegisterResponse201Headers the declared response headers of an HTTP 201 response for AuthRegister
 type AuthRegisterResponse201Headers struct {
 	SetCookie *string
@@ -6117,6 +7106,8 @@ type AuthRegisterResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *AuthBody
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *ErrorModel
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -6125,6 +7116,8 @@ type AuthRegisterResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *AuthRegisterResponse201Headers
 }
@@ -6132,6 +7125,11 @@ type AuthRegisterResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r AuthRegisterResponse) GetJSON201() *AuthBody {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthRegisterResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -6152,6 +7150,11 @@ func (r AuthRegisterResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthRegisterResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthRegisterResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6177,6 +7180,130 @@ func (r AuthRegisterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AuthRegisterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AuthRegistrationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RegistrationOutputBody
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AuthRegistrationResponse) GetJSON200() *RegistrationOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthRegistrationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthRegistrationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthRegistrationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthRegistrationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AuthResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthResetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6500,6 +7627,185 @@ func (r MeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MePasswordChangeResponse200Headers the declared response headers of an HTTP 200 response for MePasswordChange
+type MePasswordChangeResponse200Headers struct {
+	SetCookie *string
+}
+
+// MePasswordChangeResponse429Headers the declared response headers of an HTTP 429 response for MePasswordChange
+type MePasswordChangeResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type MePasswordChangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MePasswordChangeResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MePasswordChangeResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MePasswordChangeResponse) GetJSON200() *AuthBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MePasswordChangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MePasswordChangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MePasswordChangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MePasswordChangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MeSessionsRevokeResponse429Headers the declared response headers of an HTTP 429 response for MeSessionsRevoke
+type MeSessionsRevokeResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type MeSessionsRevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MeSessionsRevokeResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r MeSessionsRevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MeSessionsRevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MeSessionsRevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MeSessionsRevokeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8680,6 +9986,21 @@ func (c *ClientWithResponses) AdminDisconnectUserWithResponse(ctx context.Contex
 	return ParseAdminDisconnectUserResponse(rsp)
 }
 
+// AdminPasswordResetWithResponse Make a password reset link for an account
+//
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+func (c *ClientWithResponses) AdminPasswordResetWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*AdminPasswordResetResponse, error) {
+	rsp, err := c.AdminPasswordReset(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminPasswordResetResponse(rsp)
+}
+
 // ApiKeyListWithResponse List your API keys, newest first
 //
 // Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -8740,6 +10061,36 @@ func (c *ClientWithResponses) ApiKeyRevokeWithResponse(ctx context.Context, id o
 	return ParseApiKeyRevokeResponse(rsp)
 }
 
+// AuthForgotWithBodyWithResponse Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *ClientWithResponses) AuthForgotWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error) {
+	rsp, err := c.AuthForgotWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthForgotResponse(rsp)
+}
+
+// AuthForgotWithResponse Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *ClientWithResponses) AuthForgotWithResponse(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error) {
+	rsp, err := c.AuthForgot(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthForgotResponse(rsp)
+}
+
 // AuthLoginWithBodyWithResponse Exchange email and password for a token
 //
 // A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -8770,9 +10121,24 @@ func (c *ClientWithResponses) AuthLoginWithResponse(ctx context.Context, body Au
 	return ParseAuthLoginResponse(rsp)
 }
 
+// AuthLogoutWithResponse Sign this token out
+//
+// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+func (c *ClientWithResponses) AuthLogoutWithResponse(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*AuthLogoutResponse, error) {
+	rsp, err := c.AuthLogout(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthLogoutResponse(rsp)
+}
+
 // AuthRegisterWithBodyWithResponse Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8787,7 +10153,7 @@ func (c *ClientWithResponses) AuthRegisterWithBodyWithResponse(ctx context.Conte
 
 // AuthRegisterWithResponse Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8798,6 +10164,51 @@ func (c *ClientWithResponses) AuthRegisterWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParseAuthRegisterResponse(rsp)
+}
+
+// AuthRegistrationWithResponse Who may register here
+//
+// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+func (c *ClientWithResponses) AuthRegistrationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AuthRegistrationResponse, error) {
+	rsp, err := c.AuthRegistration(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthRegistrationResponse(rsp)
+}
+
+// AuthResetWithBodyWithResponse Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *ClientWithResponses) AuthResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthResetResponse, error) {
+	rsp, err := c.AuthResetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthResetResponse(rsp)
+}
+
+// AuthResetWithResponse Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *ClientWithResponses) AuthResetWithResponse(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthResetResponse, error) {
+	rsp, err := c.AuthReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthResetResponse(rsp)
 }
 
 // ClusterStatusWithResponse Every node, the queue and the scheduler backlog, from any node
@@ -8873,6 +10284,51 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 		return nil, err
 	}
 	return ParseMeResponse(rsp)
+}
+
+// MePasswordChangeWithBodyWithResponse Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *ClientWithResponses) MePasswordChangeWithBodyWithResponse(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error) {
+	rsp, err := c.MePasswordChangeWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMePasswordChangeResponse(rsp)
+}
+
+// MePasswordChangeWithResponse Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *ClientWithResponses) MePasswordChangeWithResponse(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error) {
+	rsp, err := c.MePasswordChange(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMePasswordChangeResponse(rsp)
+}
+
+// MeSessionsRevokeWithResponse Sign out everywhere
+//
+// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+func (c *ClientWithResponses) MeSessionsRevokeWithResponse(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*MeSessionsRevokeResponse, error) {
+	rsp, err := c.MeSessionsRevoke(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMeSessionsRevokeResponse(rsp)
 }
 
 // PresenceWithResponse Who is in a room, over every node
@@ -9922,6 +11378,108 @@ func ParseAdminDisconnectUserResponse(rsp *http.Response) (*AdminDisconnectUserR
 	return response, nil
 }
 
+// ParseAdminPasswordResetResponse parses an HTTP response from a AdminPasswordResetWithResponse call
+func ParseAdminPasswordResetResponse(rsp *http.Response) (*AdminPasswordResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminPasswordResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResetLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AdminPasswordResetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseApiKeyListResponse parses an HTTP response from a ApiKeyListWithResponse call
 func ParseApiKeyListResponse(rsp *http.Response) (*ApiKeyListResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10196,6 +11754,53 @@ func ParseApiKeyRevokeResponse(rsp *http.Response) (*ApiKeyRevokeResponse, error
 	return response, nil
 }
 
+// ParseAuthForgotResponse parses an HTTP response from a AuthForgotWithResponse call
+func ParseAuthForgotResponse(rsp *http.Response) (*AuthForgotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthForgotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ForgotOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAuthLoginResponse parses an HTTP response from a AuthLoginWithResponse call
 func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10245,6 +11850,13 @@ func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10258,6 +11870,90 @@ func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuthLogoutResponse parses an HTTP response from a AuthLogoutWithResponse call
+func ParseAuthLogoutResponse(rsp *http.Response) (*AuthLogoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthLogoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AuthLogoutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -10283,6 +11979,13 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest ErrorModel
@@ -10312,6 +12015,13 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10325,6 +12035,103 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 			headers.SetCookie = &value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuthRegistrationResponse parses an HTTP response from a AuthRegistrationWithResponse call
+func ParseAuthRegistrationResponse(rsp *http.Response) (*AuthRegistrationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthRegistrationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RegistrationOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAuthResetResponse parses an HTTP response from a AuthResetWithResponse call
+func ParseAuthResetResponse(rsp *http.Response) (*AuthResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -10655,6 +12462,209 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers MeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMePasswordChangeResponse parses an HTTP response from a MePasswordChangeWithResponse call
+func ParseMePasswordChangeResponse(rsp *http.Response) (*MePasswordChangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MePasswordChangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers MePasswordChangeResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers MePasswordChangeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMeSessionsRevokeResponse parses an HTTP response from a MeSessionsRevokeWithResponse call
+func ParseMeSessionsRevokeResponse(rsp *http.Response) (*MeSessionsRevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MeSessionsRevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MeSessionsRevokeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
