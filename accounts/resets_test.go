@@ -12,7 +12,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // account inserts an account whose password is "correct horse" (cost 4).

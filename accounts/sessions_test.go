@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/accounts"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestCheckSession(t *testing.T) {

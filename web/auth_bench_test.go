@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // BenchmarkAuthenticatedRequest is the cost of a request with a user

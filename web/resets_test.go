@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/accounts"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/mail"
-	"github.com/switchboard/switchboard/infra/mail/mailtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/mailtest"
 )
 
 var resetLinkPattern = regexp.MustCompile(`\S*/console/#/reset\?token=(sbr_[A-Za-z0-9_-]{43})`)

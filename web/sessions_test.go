@@ -10,8 +10,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // requireSignedOut checks that token is refused with a 401 that says why.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/switchboard/switchboard/infra/browsertest"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/browsertest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // TestConsoleSignInFollowsTheRegistrationPolicy: the sign-in page offers

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/mail/mailtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/mailtest"
 )
 
 // TestForgotPasswordTiming: POST /v1/auth/forgot takes as long for an

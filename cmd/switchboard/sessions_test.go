@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/mail/mailtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/mailtest"
 )
 
 // Sessions that end on every replica: each way of ending one, then the old

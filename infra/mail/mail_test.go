@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/mail"
-	"github.com/switchboard/switchboard/infra/mail/mailtest"
+	"github.com/switchboard/switchboard/infra/testkit/mailtest"
 )
 
 func TestParse(t *testing.T) {
