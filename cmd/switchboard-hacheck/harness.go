@@ -78,7 +78,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	_ = os.Chmod(dir, 0o755)
 	h := &harness{opts: opts, dir: dir, users: map[string]*user{}, started: time.Now()}
 	h.progress("temp dir %s", dir)
-	if h.cl, err = startCluster(ctx, dir, opts.pgbouncer, h.progress); err != nil {
+	if h.cl, err = startCluster(ctx, dir, clusterOptions{bouncer: opts.pgbouncer, proxies: opts.soak > 0}, h.progress); err != nil {
 		return h, err
 	}
 	h.readyAt = time.Now()
@@ -88,7 +88,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	if err := h.registerUsers(ctx); err != nil {
 		return h, err
 	}
-	if h.selected("cron exactly-once") {
+	if opts.soak == 0 && h.selected("cron exactly-once") {
 		h.startCron(ctx)
 	}
 	return h, nil

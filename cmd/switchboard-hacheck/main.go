@@ -13,12 +13,19 @@
 //	go run ./cmd/switchboard-hacheck -profile ci     # shorter, for CI
 //	go run ./cmd/switchboard-hacheck -duration 10m   # longer soak
 //	go run ./cmd/switchboard-hacheck -pgbouncer      # through PgBouncer, primary switch included
+//	go run ./cmd/switchboard-hacheck -soak 10m       # random-fault soak (-seed N reproduces its faults)
+//
+// -soak runs, instead of the checks, a mixed workload on the three replicas
+// while a fault injector (seeded) kills, stops, cuts and restarts things,
+// then checks the invariants from the database and its recorders (soak.go).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"regexp"
@@ -54,6 +61,10 @@ type options struct {
 	pgbouncer bool
 	only      *regexp.Regexp
 	verbose   bool
+	// soak, when set, runs the random-fault soak for this long instead of
+	// the checks; seed draws its faults.
+	soak time.Duration
+	seed uint64
 }
 
 func main() {
@@ -69,7 +80,11 @@ func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A hard ceiling so a hung check cannot hold CI forever.
-	ctx, cancel := context.WithTimeout(ctx, opts.profile.soak+8*time.Minute)
+	ceiling := opts.profile.soak + 8*time.Minute
+	if opts.soak > 0 {
+		ceiling = opts.soak + drainWithin + 2*recoverWithin + 5*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, ceiling)
 	defer cancel()
 
 	start := time.Now()
@@ -81,14 +96,23 @@ func realMain() int {
 		}
 		return 1
 	}
-	ok := h.runAll(ctx)
+	var ok bool
+	if opts.soak > 0 {
+		ok = h.runSoak(ctx)
+	} else {
+		ok = h.runAll(ctx)
+	}
 	h.close(ok)
 	verdict := "PASS"
 	if !ok {
 		verdict = "FAIL"
 	}
-	fmt.Printf("%s switchboard-hacheck  profile=%s pgbouncer=%v checks=%d failed=%d elapsed=%s\n",
-		verdict, opts.profile.name, opts.pgbouncer, h.ran, h.failed, time.Since(start).Round(time.Second))
+	if opts.soak > 0 {
+		fmt.Printf("%s switchboard-hacheck -soak %s -seed %d  elapsed=%s\n", verdict, opts.soak, opts.seed, time.Since(start).Round(time.Second))
+	} else {
+		fmt.Printf("%s switchboard-hacheck  profile=%s pgbouncer=%v checks=%d failed=%d elapsed=%s\n",
+			verdict, opts.profile.name, opts.pgbouncer, h.ran, h.failed, time.Since(start).Round(time.Second))
+	}
 	if !ok {
 		return 1
 	}
@@ -108,7 +132,15 @@ func parseFlags() (options, error) {
 	flag.StringVar(&only, "run", "", "run only the checks whose name matches this regexp (setup always runs)")
 	flag.BoolVar(&o.verbose, "v", false, "print progress while checks run")
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "run the replicas through a real PgBouncer (transaction mode; LISTEN on a session-mode alias) and add the primary-switch check")
+	flag.DurationVar(&o.soak, "soak", 0, "run the random-fault soak for this long instead of the checks (e.g. 10m)")
+	flag.Uint64Var(&o.seed, "seed", 0, "the soak's seed: the same seed injects the same faults in the same order (default: drawn, and printed)")
 	flag.Parse()
+	if o.soak > 0 && o.pgbouncer {
+		return o, errors.New("-soak runs on PostgreSQL directly: drop -pgbouncer")
+	}
+	if o.seed == 0 {
+		o.seed = rand.Uint64N(1e6) + 1 // short enough to type back
+	}
 	p, ok := profiles[name]
 	if !ok {
 		return o, fmt.Errorf("unknown -profile %q (default or ci)", name)

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// triggerEvery is how often the soak triggers an on-demand run with a new
+// idempotency key.
+const triggerEvery = 500 * time.Millisecond
+
+// triggerRetryFor bounds how long one request of a key is retried.
+const triggerRetryFor = 90 * time.Second
+
+// keyedTrigger is one idempotency key and what the API answered for it.
+type keyedTrigger struct {
+	key   string
+	task  string
+	sends int // requests sent with it at once, to different replicas
+	// runs are the run ids of the acknowledged answers (one per send).
+	runs []string
+	// failures are the sends that gave up, and why.
+	failures []string
+}
+
+// triggers sends on-demand triggers with idempotency keys: every
+// triggerEvery a new key for one of the tasks, a quarter of them sent
+// twice at once to two different replicas, half of them also with the same
+// Idempotency-Key header. Each send retries on another replica after a
+// connection error, a 5xx or a 409 (the header's request in flight) until
+// it is acknowledged (202, or 200 for the key's first run).
+type triggers struct {
+	h     *harness
+	owner *user
+	tasks []string
+	rng   *rand.Rand
+	tag   string
+
+	mu   sync.Mutex
+	keys []*keyedTrigger
+	wg   sync.WaitGroup
+}
+
+// run sends until stop is closed, then waits for the sends in flight.
+func (t *triggers) run(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(triggerEvery)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		case <-tick.C:
+			t.start(ctx, n)
+			continue
+		}
+		break
+	}
+	t.wg.Wait()
+}
+
+// start sends key n once or twice (to different replicas, at once).
+func (t *triggers) start(ctx context.Context, n int) {
+	kt := &keyedTrigger{key: fmt.Sprintf("soak-%s-%05d", t.tag, n), task: t.tasks[n%len(t.tasks)], sends: 1}
+	if t.rng.IntN(4) == 0 {
+		kt.sends = 2
+	}
+	header := t.rng.IntN(2) == 0
+	first := t.rng.IntN(replicaCount)
+	replicas := []int{first, (first + 1 + t.rng.IntN(replicaCount-1)) % replicaCount}
+	t.mu.Lock()
+	t.keys = append(t.keys, kt)
+	t.mu.Unlock()
+	for i := range kt.sends {
+		t.wg.Go(func() { t.send(ctx, kt, replicas[i], header) })
+	}
+}
+
+// send posts the trigger until it is acknowledged, starting at replica r.
+func (t *triggers) send(ctx context.Context, kt *keyedTrigger, r int, header bool) {
+	body := map[string]any{"idempotency_key": kt.key, "payload": map[string]string{"key": kt.key}}
+	path := "/v1/tasks/" + kt.task + "/runs"
+	deadline := time.Now().Add(triggerRetryFor)
+	last := "not sent"
+	for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+		rr := (r + i) % replicaCount
+		status, runID, err := t.post(ctx, rr, path, kt.key, header, body)
+		switch {
+		case err == nil && (status == http.StatusAccepted || status == http.StatusOK):
+			t.record(kt, runID, "")
+			return
+		case err == nil && status != http.StatusConflict && status != http.StatusTooManyRequests && status < 500:
+			t.record(kt, "", fmt.Sprintf("r%d answered %d", rr+1, status))
+			return
+		case err != nil:
+			last = fmt.Sprintf("r%d: %v", rr+1, err)
+		default:
+			last = fmt.Sprintf("r%d answered %d", rr+1, status)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	t.record(kt, "", "gave up after "+triggerRetryFor.String()+": "+last)
+}
+
+// post sends one trigger request (5 s at most: a stopped replica does not
+// answer) and returns the status and the run id it names.
+func (t *triggers) post(ctx context.Context, r int, path, key string, header bool, body any) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, _ := json.Marshal(body)
+	headers := map[string]string{"Authorization": "Bearer " + t.owner.Token, "Content-Type": "application/json"}
+	if header {
+		headers["Idempotency-Key"] = key
+	}
+	resp, err := sendRaw(ctx, defaultClient, http.MethodPost, t.h.cl.replicas[r].URL(path), headers, b)
+	if err != nil {
+		return 0, "", err
+	}
+	var rn run
+	if resp.Status == http.StatusAccepted || resp.Status == http.StatusOK {
+		if err := resp.decode(&rn); err != nil || rn.ID == "" {
+			return 0, "", fmt.Errorf("answer %d without a run: %v", resp.Status, err)
+		}
+	}
+	return resp.Status, rn.ID, nil
+}
+
+func (t *triggers) record(kt *keyedTrigger, runID, failure string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if runID != "" {
+		kt.runs = append(kt.runs, runID)
+	}
+	if failure != "" {
+		kt.failures = append(kt.failures, failure)
+	}
+}
+
+// snapshot copies every key's record.
+func (t *triggers) snapshot() []keyedTrigger {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]keyedTrigger, len(t.keys))
+	for i, kt := range t.keys {
+		out[i] = *kt
+		out[i].runs = append([]string(nil), kt.runs...)
+		out[i].failures = append([]string(nil), kt.failures...)
+	}
+	return out
+}
