@@ -44,10 +44,13 @@ const (
 	// idempotencyLease: a first request not finished by then is taken for
 	// dead (its replica crashed) and the key may be claimed again. Requests
 	// are bounded far below it (RPC waits at most 30 s).
-	idempotencyLease  = 2 * time.Minute
-	idempotencyWait   = 5 * time.Second
-	idempotencyPoll   = 50 * time.Millisecond
-	maxIdempotencyKey = 255
+	idempotencyLease = 2 * time.Minute
+	idempotencyWait  = 5 * time.Second
+	idempotencyPoll  = 50 * time.Millisecond
+	// idempotencyClaimTimeout bounds a claim's statement, which runs on
+	// when the client leaves (see claimKey).
+	idempotencyClaimTimeout = 5 * time.Second
+	maxIdempotencyKey       = 255
 )
 
 // notIdempotent are the authenticated POSTs Idempotency-Key does not apply
@@ -122,7 +125,7 @@ func (s *Server) runIdempotent(rc *recordingContext, next func(huma.Context), re
 	ctx := rc.humaContext.Context()
 	deadline := time.Now().Add(cmp.Or(s.idemWait, idempotencyWait))
 	for {
-		claim, found, err := idemClaim(ctx, s.opts.Pool, req)
+		claim, found, err := s.claimKey(ctx, req)
 		switch {
 		case err != nil:
 			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusInternalServerError, s.idemFailure(ctx, err))
@@ -204,6 +207,19 @@ func (s *Server) replay(ctx huma.Context, req idemRequest, found *idemRow) {
 	ctx.SetHeader(replayedHeader, "true")
 	ctx.SetStatus(found.status)
 	_, _ = ctx.BodyWriter().Write(a.Body)
+}
+
+// claimKey is idemClaim, run to its end even when the request's client
+// has gone (bounded by idempotencyClaimTimeout), so the request that made
+// the claim always knows it and answers or releases it (a client gone
+// makes the handler fail, which releases the key). A statement abandoned
+// on cancellation may still commit its claim (the cancel reaches
+// PostgreSQL before the statement starts, and is dropped), and nothing
+// would then answer or release the key before the lease ends.
+func (s *Server) claimKey(ctx context.Context, req idemRequest) (string, *idemRow, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyClaimTimeout)
+	defer cancel()
+	return idemClaim(ctx, s.opts.Pool, req)
 }
 
 func (s *Server) idemFailure(ctx context.Context, err error) string {

@@ -313,3 +313,27 @@ func TestRecordingKeepsTheHandlersAnswer(t *testing.T) {
 		t.Fatalf("kept %d %q", rc.status, rc.buf.String())
 	}
 }
+
+// TestClaimOutlivesItsClient: the key's claim is written and read to its
+// end even when the request's client has gone. A cancelled statement may
+// still commit (the cancel reaches PostgreSQL before it starts the
+// statement, and is dropped), which would leave the key in flight, with no
+// request to answer or release it, for the whole lease: every retry with
+// the key a 409.
+func TestClaimOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, id := b.register(t, "idem-claim-gone@example.com")
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	key := uuid.NewString()
+	req := idemRequest{userID: id, key: key, keyHash: sha256Of(key), fingerprint: fingerprintFor(http.MethodPost, "/v1/tasks", "", []byte(taskBody))}
+	claim, found, err := b.server.claimKey(gone, req)
+	if err != nil || claim == "" || found != nil {
+		t.Fatalf("claim with the client gone: %q %v %v; want the claim", claim, found, err)
+	}
+	var held string
+	if err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT claim::text FROM idempotency_keys WHERE key_hash = $1`, req.keyHash).Scan(&held); err != nil || held != claim {
+		t.Fatalf("stored claim %q (%v), want %q", held, err, claim)
+	}
+}
