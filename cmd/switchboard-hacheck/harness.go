@@ -102,7 +102,7 @@ func (h *harness) runAll(ctx context.Context) bool {
 			continue
 		}
 		if c.name == "cron exactly-once" {
-			h.soak(ctx)
+			h.waitCron(ctx)
 		}
 		if ctx.Err() != nil {
 			h.report(c.name, nil, fmt.Errorf("not run: %w", ctx.Err()))
@@ -133,16 +133,16 @@ func (h *harness) report(name string, f figures, err error) {
 	}
 }
 
-// soak waits until the cron task has run for the profile's soak length.
-func (h *harness) soak(ctx context.Context) {
+// waitCron waits until the cron task has run for the profile's cronFor.
+func (h *harness) waitCron(ctx context.Context) {
 	if h.cron.task == nil {
 		return
 	}
-	left := time.Until(h.cron.created.Add(h.opts.profile.soak))
+	left := time.Until(h.cron.created.Add(h.opts.profile.cronFor))
 	if left <= 0 {
 		return
 	}
-	h.progress("soaking %s more (cron task running on 3 replicas)", left.Round(time.Second))
+	h.progress("waiting %s more (cron task running on 3 replicas)", left.Round(time.Second))
 	select {
 	case <-ctx.Done():
 	case <-time.After(left):

@@ -11,7 +11,7 @@
 //
 //	go run ./cmd/switchboard-hacheck                 # default profile (< 5 min)
 //	go run ./cmd/switchboard-hacheck -profile ci     # shorter, for CI
-//	go run ./cmd/switchboard-hacheck -duration 10m   # longer soak
+//	go run ./cmd/switchboard-hacheck -duration 10m   # the cron task runs longer
 //	go run ./cmd/switchboard-hacheck -pgbouncer      # through PgBouncer, primary switch included
 //	go run ./cmd/switchboard-hacheck -soak 10m       # random-fault soak (-seed N reproduces its faults)
 //
@@ -36,8 +36,8 @@ import (
 // profile sets how long each phase lasts.
 type profile struct {
 	name string
-	// soak is the minimum time the cron task runs, chaos included.
-	soak time.Duration
+	// cronFor is the least time the cron task runs, chaos included.
+	cronFor time.Duration
 	// pgDown is how long PostgreSQL stays stopped.
 	pgDown time.Duration
 	// load is how long the API load runs around a SIGTERM.
@@ -49,8 +49,8 @@ type profile struct {
 }
 
 var profiles = map[string]profile{
-	"default": {name: "default", soak: 2 * time.Minute, pgDown: 4 * time.Second, load: 4 * time.Second, hammer: 3 * time.Second, rescue: 75 * time.Second},
-	"ci":      {name: "ci", soak: 60 * time.Second, pgDown: 3 * time.Second, load: 3 * time.Second, hammer: 2 * time.Second, rescue: 75 * time.Second},
+	"default": {name: "default", cronFor: 2 * time.Minute, pgDown: 4 * time.Second, load: 4 * time.Second, hammer: 3 * time.Second, rescue: 75 * time.Second},
+	"ci":      {name: "ci", cronFor: 60 * time.Second, pgDown: 3 * time.Second, load: 3 * time.Second, hammer: 2 * time.Second, rescue: 75 * time.Second},
 }
 
 type options struct {
@@ -80,7 +80,7 @@ func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A hard ceiling so a hung check cannot hold CI forever.
-	ceiling := opts.profile.soak + 8*time.Minute
+	ceiling := opts.profile.cronFor + 8*time.Minute
 	if opts.soak > 0 {
 		ceiling = opts.soak + drainWithin + 2*recoverWithin + 5*time.Minute
 	}
@@ -127,7 +127,7 @@ func parseFlags() (options, error) {
 		only     string
 	)
 	flag.StringVar(&name, "profile", "default", "default, or ci (shorter)")
-	flag.DurationVar(&duration, "duration", 0, "soak length: how long the every-second cron task runs, chaos included (default: the profile's)")
+	flag.DurationVar(&duration, "duration", 0, "how long the every-second cron task runs under the checks, chaos included (default: the profile's)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (binary, logs, database) after a passing run; a failing run always keeps it")
 	flag.StringVar(&only, "run", "", "run only the checks whose name matches this regexp (setup always runs)")
 	flag.BoolVar(&o.verbose, "v", false, "print progress while checks run")
@@ -146,7 +146,7 @@ func parseFlags() (options, error) {
 		return o, fmt.Errorf("unknown -profile %q (default or ci)", name)
 	}
 	if duration > 0 {
-		p.soak = duration
+		p.cronFor = duration
 	}
 	o.profile = p
 	if only != "" {

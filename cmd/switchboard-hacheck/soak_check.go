@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -167,12 +168,21 @@ func lateClaim(task string, r dbRun, outages []window, st *cronStats) []violatio
 	return []violation{violate("cron_late", "task %s: tick %s claimed %s late (run %s) while replicas could claim", task, clock(r.ScheduledFor), late.Round(time.Millisecond), r.ID)}
 }
 
-// checkFinal reports every run that is not succeeded, failed or cancelled.
+// checkFinal reports every run that is not succeeded or failed, and every
+// run the reconciliation finished (docs/jobs.md "No orphaned runs": its
+// last outcome was never recorded, although a worker retries that write
+// for longer than any fault lasts). The soak cancels nothing, so a
+// cancelled run is a River job cancelled under a run that was not.
 func checkFinal(runs []dbRun) []violation {
 	var vs []violation
 	for _, r := range runs {
-		if !r.final() {
+		switch {
+		case r.Status == "cancelled":
+			vs = append(vs, violate("run_cancelled", "run %s of task %s ended cancelled (attempt %d: %s); the soak cancels nothing", r.ID, r.TaskID, r.Attempt, strOrNil(r.Error)))
+		case !r.final():
 			vs = append(vs, violate("run_not_final", "run %s of task %s is %s (attempt %d) after the drain", r.ID, r.TaskID, r.Status, r.Attempt))
+		case r.Error != nil && strings.HasPrefix(*r.Error, "reconciled:"):
+			vs = append(vs, violate("run_reconciled", "run %s of task %s ended %s by reconciliation: %s", r.ID, r.TaskID, r.Status, *r.Error))
 		}
 	}
 	return vs

@@ -87,9 +87,14 @@ func TestCheckCronTask(t *testing.T) {
 
 func TestCheckFinal(t *testing.T) {
 	t.Parallel()
-	runs := []dbRun{{ID: "a", Status: "succeeded"}, {ID: "b", Status: "queued"}, {ID: "c", Status: "failed"}, {ID: "d", Status: "running"}, {ID: "e", Status: "cancelled"}}
-	if got := kinds(checkFinal(runs)); !slices.Equal(got, []string{"run_not_final", "run_not_final"}) {
-		t.Errorf("checkFinal = %v, want two runs not final", got)
+	runs := []dbRun{
+		{ID: "a", Status: "succeeded"}, {ID: "b", Status: "queued"}, {ID: "c", Status: "failed", Error: ptr("webhook answered 503")},
+		{ID: "d", Status: "running"}, {ID: "e", Status: "cancelled"},
+		{ID: "f", Status: "succeeded", Error: ptr("reconciled: the run's job ended completed but its outcome was never recorded")},
+	}
+	want := []string{"run_cancelled", "run_not_final", "run_not_final", "run_reconciled"}
+	if got := kinds(checkFinal(runs)); !slices.Equal(got, want) {
+		t.Errorf("checkFinal = %v, want %v", got, want)
 	}
 }
 
