@@ -69,14 +69,21 @@ type cronStats struct {
 // claim: "no due task is left unclaimed for more than 2 ticks" (DESIGN.md).
 const maxClaimLag = 2 * tickPeriod
 
+// catchUp is the claim loop's catch-up limit (jobs.ClaimerOptions.CatchUp,
+// docs/jobs.md "Late and missed ticks"): a tick claimed at most this late
+// still gets its own run. Ticks due in a database outage, or within this
+// long after it, may be claimed that late while the replicas recover.
+const catchUp = 10 * time.Second
+
 // checkCronTask checks the scheduled runs of one every-second task: one run
 // per tick from the first tick after creation to the last before the
 // deactivation (less two ticks for a claim in flight then). A tick without
 // a run is missing unless the run before it folded it (skipped_ticks,
 // docs/jobs.md "Late and missed ticks"), which the design allows only for a
 // tick claimed past the catch-up limit while no replica could reach the
-// database (outages); a run claimed more than maxClaimLag after its tick
-// outside an outage is late.
+// database (outages). A run claimed more than maxClaimLag after its tick is
+// late, unless its tick was due in an outage, or in the catchUp after one
+// and claimed within catchUp.
 func checkCronTask(span cronSpan, runs []dbRun, outages []window) (cronStats, []violation) {
 	s := slices.Clone(runs)
 	slices.SortFunc(s, func(a, b dbRun) int { return a.ScheduledFor.Compare(b.ScheduledFor) })
@@ -162,10 +169,19 @@ func holes(task string, from, to time.Time, outages []window) []violation {
 func lateClaim(task string, r dbRun, outages []window, st *cronStats) []violation {
 	late := r.CreatedAt.Sub(r.ScheduledFor)
 	st.maxLate = max(st.maxLate, late)
-	if late <= maxClaimLag || inWindows(r.ScheduledFor, outages) || inWindows(r.CreatedAt, outages) {
+	if late <= maxClaimLag || inWindows(r.ScheduledFor, outages) || (late <= catchUp && inWindows(r.ScheduledFor, recovering(outages))) {
 		return nil
 	}
 	return []violation{violate("cron_late", "task %s: tick %s claimed %s late (run %s) while replicas could claim", task, clock(r.ScheduledFor), late.Round(time.Millisecond), r.ID)}
+}
+
+// recovering are the outages, each extended by catchUp past its end.
+func recovering(outages []window) []window {
+	ws := make([]window, len(outages))
+	for i, w := range outages {
+		ws[i] = window{from: w.from, to: w.to.Add(catchUp)}
+	}
+	return ws
 }
 
 // checkFinal reports every run that is not succeeded or failed, and every

@@ -73,6 +73,8 @@ func TestCheckCronTask(t *testing.T) {
 		{"claimed 3 s late", cronRuns(seconds(1, 18), nil, map[float64]float64{6: 3}), nil, []string{"cron_late"}, 18, 0},
 		{"claimed 3 s late in an outage", cronRuns(seconds(1, 18), nil, map[float64]float64{9: 3}), outage, nil, 18, 0},
 		{"claimed 2 s late", cronRuns(seconds(1, 18), nil, map[float64]float64{6: 2}), nil, nil, 18, 0},
+		{"claimed 6 s late while recovering from an outage", cronRuns(seconds(1, 18), nil, map[float64]float64{17: 6}), outage, nil, 18, 0},
+		{"claimed 11 s late after an outage", cronRuns(seconds(1, 18), nil, map[float64]float64{17: 11}), outage, []string{"cron_late"}, 18, 0},
 		{"no run at all", nil, nil, []string{"cron_missing"}, 0, 0},
 	} {
 		st, vs := checkCronTask(span, tc.runs, tc.outages)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -85,25 +86,59 @@ func (t *triggers) send(ctx context.Context, kt *keyedTrigger, r int, header boo
 	body := map[string]any{"idempotency_key": kt.key, "payload": map[string]string{"key": kt.key}}
 	path := "/v1/tasks/" + kt.task + "/runs"
 	deadline := time.Now().Add(triggerRetryFor)
-	last := "not sent"
+	var tries answers
 	for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 		rr := (r + i) % replicaCount
 		status, runID, err := t.post(ctx, rr, path, kt.key, header, body)
+		tries.add(rr, status, err)
 		switch {
 		case err == nil && (status == http.StatusAccepted || status == http.StatusOK):
 			t.record(kt, runID, "")
 			return
 		case err == nil && status != http.StatusConflict && status != http.StatusTooManyRequests && status < 500:
-			t.record(kt, "", fmt.Sprintf("r%d answered %d", rr+1, status))
+			t.record(kt, "", fmt.Sprintf("r%d answered %d (header %v; %s)", rr+1, status, header, tries))
 			return
-		case err != nil:
-			last = fmt.Sprintf("r%d: %v", rr+1, err)
-		default:
-			last = fmt.Sprintf("r%d answered %d", rr+1, status)
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
-	t.record(kt, "", "gave up after "+triggerRetryFor.String()+": "+last)
+	t.record(kt, "", fmt.Sprintf("gave up after %s (header %v; %s)", triggerRetryFor, header, tries))
+}
+
+// answers tallies what the tries of one request got, for a report.
+type answers struct {
+	n      map[string]int
+	order  []string
+	last   string
+	lastAt time.Time
+}
+
+func (a *answers) add(r, status int, err error) {
+	k := fmt.Sprint(status)
+	if err != nil {
+		k = "error"
+		a.last = fmt.Sprintf("r%d: %v", r+1, err)
+	} else {
+		a.last = fmt.Sprintf("r%d answered %d", r+1, status)
+	}
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	if a.n[k] == 0 {
+		a.order = append(a.order, k)
+	}
+	a.n[k]++
+	a.lastAt = time.Now()
+}
+
+// String is "12 tries: 409×9 error×3; last at 15:04:05.000: r2 answered 409".
+func (a answers) String() string {
+	var parts []string
+	total := 0
+	for _, k := range a.order {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, a.n[k]))
+		total += a.n[k]
+	}
+	return fmt.Sprintf("%d tries: %s; last at %s: %s", total, strings.Join(parts, " "), clock(a.lastAt), a.last)
 }
 
 // post sends one trigger request (5 s at most: a stopped replica does not
