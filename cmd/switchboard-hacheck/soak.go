@@ -17,7 +17,7 @@ import (
 // Soak workload sizes.
 const (
 	soakCronTasks = 4                      // every-second tasks: two `* * * * * *`, two `@every 1s`
-	soakODTasks   = 2                      // on-demand tasks the triggers share
+	soakODTasks   = 4                      // on-demand tasks the triggers share (each trigger locks its task row)
 	soakEventPace = 200 * time.Millisecond // each of the two publishers' pause between events
 	drainWithin   = 3 * time.Minute        // bound of the quiet drain at the end
 )
