@@ -50,7 +50,10 @@ const (
 	// idempotencyClaimTimeout bounds a claim's statement, which runs on
 	// when the client leaves (see claimKey).
 	idempotencyClaimTimeout = 5 * time.Second
-	maxIdempotencyKey       = 255
+	// idempotencyRecordFor is how long keeping an answer or releasing a
+	// key is tried while the database is unreachable.
+	idempotencyRecordFor = 15 * time.Second
+	maxIdempotencyKey    = 255
 )
 
 // notIdempotent are the authenticated POSTs Idempotency-Key does not apply
@@ -169,7 +172,7 @@ func (s *Server) runAndKeep(rc *recordingContext, next func(huma.Context), req i
 		}
 		s.idemOutcomes.WithLabelValues(outcome).Inc()
 		if !kept {
-			if err := idemRelease(ctx, s.opts.Pool, req, claim); err != nil {
+			if err := s.releaseKey(ctx, req, claim); err != nil {
 				s.opts.Logger.WarnContext(ctx, "release an idempotency key", "error", err)
 			}
 		}
@@ -181,7 +184,7 @@ func (s *Server) runAndKeep(rc *recordingContext, next func(huma.Context), req i
 	rc.header.Del("Set-Cookie")
 	sealed, err := s.sealAnswer(req, storedAnswer{Header: rc.header, Body: rc.buf.Bytes()})
 	if err == nil {
-		kept, err = idemComplete(ctx, s.opts.Pool, req, claim, rc.status, sealed)
+		kept, err = s.keepAnswer(ctx, req, claim, rc.status, sealed)
 	}
 	if err != nil || !kept {
 		s.opts.Logger.WarnContext(ctx, "keep the answer of an idempotent request", "kept", kept, "error", err)
@@ -207,6 +210,25 @@ func (s *Server) replay(ctx huma.Context, req idemRequest, found *idemRow) {
 	ctx.SetHeader(replayedHeader, "true")
 	ctx.SetStatus(found.status)
 	_, _ = ctx.BodyWriter().Write(a.Body)
+}
+
+// releaseKey is idemRelease, tried again while the database is
+// unreachable (for up to idempotencyRecordFor): a key left claimed would
+// answer every retry of the failed request with 409 until its lease ends.
+func (s *Server) releaseKey(ctx context.Context, req idemRequest, claim string) error {
+	return db.RetryTransient(ctx, idempotencyRecordFor, func() error {
+		return idemRelease(ctx, s.opts.Pool, req, claim)
+	})
+}
+
+// keepAnswer is idemComplete, tried again as releaseKey is: an answer not
+// kept releases the key, and a retry of the request runs it again.
+func (s *Server) keepAnswer(ctx context.Context, req idemRequest, claim string, status int, sealed []byte) (kept bool, err error) {
+	err = db.RetryTransient(ctx, idempotencyRecordFor, func() error {
+		kept, err = idemComplete(ctx, s.opts.Pool, req, claim, status, sealed)
+		return err
+	})
+	return kept, err
 }
 
 // claimKey is idemClaim, run to its end even when the request's client

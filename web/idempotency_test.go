@@ -14,6 +14,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/dbtest"
 )
 
 // post sends a JSON body (sent as it is) with a token and an
@@ -335,5 +339,66 @@ func TestClaimOutlivesItsClient(t *testing.T) {
 	var held string
 	if err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT claim::text FROM idempotency_keys WHERE key_hash = $1`, req.keyHash).Scan(&held); err != nil || held != claim {
 		t.Fatalf("stored claim %q (%v), want %q", held, err, claim)
+	}
+}
+
+// TestKeyRecordedThroughADatabaseBlip: a request's answer is kept, and a
+// failed request's key given back, even when the database drops the first
+// tries (a restart, a failover). A key left claimed would answer every
+// retry of that very request with 409 until its lease ends, two minutes
+// later; an answer not kept lets a retry run the request again.
+func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := dbtest.NewDatabaseURL(t)
+	proxy := dbtest.NewCutProxy(t, dbURL)
+	pool, err := db.Connect(ctx, proxy.URL(dbURL), db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(Options{Pool: pool, Registry: prometheus.NewRegistry(), JWTSecret: testSecret, BcryptCost: 4})
+	user := dbtest.User(t, pool, nil).ID
+	// claimed claims a new key, then cuts the database off until a
+	// connection has been refused.
+	claimed := func(t *testing.T) (idemRequest, string) {
+		key := uuid.NewString()
+		req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+		claim, _, err := s.claimKey(ctx, req)
+		if err != nil || claim == "" {
+			t.Fatalf("claim: %q %v", claim, err)
+		}
+		proxy.Cut()
+		refused := proxy.Refused()
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); proxy.Refused() == refused && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			proxy.Restore()
+		}()
+		return req, claim
+	}
+	status := func(req idemRequest) (n int, status *int) {
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT count(*), max(status) FROM idempotency_keys WHERE key_hash = $1`, req.keyHash).Scan(&n, &status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, status
+	}
+
+	req, claim := claimed(t)
+	if err := s.releaseKey(ctx, req, claim); err != nil {
+		t.Fatalf("release through the blip: %v", err)
+	}
+	if n, _ := status(req); n != 0 {
+		t.Fatalf("%d records of the released key left, want none", n)
+	}
+	req, claim = claimed(t)
+	if kept, err := s.keepAnswer(ctx, req, claim, http.StatusCreated, []byte("sealed")); !kept || err != nil {
+		t.Fatalf("keep through the blip: %v %v", kept, err)
+	}
+	if n, st := status(req); n != 1 || st == nil || *st != http.StatusCreated {
+		t.Fatalf("kept answer: %d records, status %v", n, st)
 	}
 }
