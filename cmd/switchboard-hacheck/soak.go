@@ -35,6 +35,7 @@ type soakRun struct {
 	pub    *streamPublisher
 	nc     *nodeClient
 	inj    *injector
+	ready  *readiness
 	began  time.Time
 
 	mu        sync.Mutex
@@ -59,6 +60,7 @@ func (h *harness) runSoak(ctx context.Context) bool {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.trig.run(ctx, stop) })
 	wg.Go(func() { s.publish(ctx, stop) })
+	wg.Go(func() { s.ready.run(ctx, stop) })
 	s.began = time.Now()
 	s.inj.run(ctx, s.began.Add(h.opts.soak))
 	h.progress("faults over; quiet drain")
@@ -96,6 +98,7 @@ func (h *harness) startSoak(ctx context.Context) (*soakRun, error) {
 		return s, err
 	}
 	s.inj = &injector{h: h, db: s.db, plan: newFaultPlan(s.seed, replicaCount)}
+	s.ready = newReadiness(h)
 	return s, nil
 }
 

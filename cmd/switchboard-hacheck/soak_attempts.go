@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // attemptStats count what the attempt check saw.
@@ -99,9 +100,10 @@ func checkOrder(runID string, as []dbAttempt) []violation {
 	return vs
 }
 
-// checkRunAgrees: a final run is its last attempt's outcome.
+// checkRunAgrees: a final run is its last attempt's outcome (a run the
+// reconciliation finished is reported as such by checkFinal).
 func checkRunAgrees(r dbRun, as []dbAttempt) []violation {
-	if !r.final() || r.Status == "cancelled" {
+	if !r.final() || r.Status == "cancelled" || (r.Error != nil && strings.HasPrefix(*r.Error, "reconciled:")) {
 		return nil
 	}
 	if len(as) == 0 {

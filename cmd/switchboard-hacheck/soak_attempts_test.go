@@ -140,6 +140,12 @@ func TestCheckAttempts(t *testing.T) {
 			h.record(1, "interrupted", h.tick(), 0, "")
 			h.run.Status, h.run.Attempt = "failed", 1
 		}, nil},
+		{"finished by the reconciliation (checkFinal reports it)", func(h *history) {
+			s := h.tick()
+			h.call(1, 200)
+			h.record(1, "interrupted", s, 0, "")
+			h.run.Status, h.run.Attempt, h.run.Error = "succeeded", 1, ptr("reconciled: the run's job ended completed but its outcome was never recorded")
+		}, nil},
 		{"succeeded with no attempt", func(h *history) {
 			h.run.Status, h.run.Attempt = "succeeded", 1
 		}, []string{"run_without_attempts"}},

@@ -11,6 +11,7 @@ import (
 // soakResult is what the checker found.
 type soakResult struct {
 	faults     []injected
+	unready    []window // spans in which no replica was ready
 	cron       cronStats
 	attempts   attemptStats
 	keys       keyStats
@@ -26,7 +27,7 @@ type soakResult struct {
 // until every run is final and the follower has every acknowledged event,
 // then checks the invariants.
 func (s *soakRun) drainAndCheck(ctx context.Context) (soakResult, error) {
-	res := soakResult{faults: s.inj.faults()}
+	res := soakResult{faults: s.inj.faults(), unready: s.ready.unready()}
 	began := time.Now()
 	stopped, err := s.stopCron(ctx)
 	if err != nil {
@@ -95,7 +96,9 @@ func (s *soakRun) check(ctx context.Context, res *soakResult, all, acked []strin
 	if err != nil {
 		return err
 	}
-	outages := dbOutages(res.faults)
+	// Ticks may wait while every replica is down, stopped or cut off
+	// from PostgreSQL: in its restarts, and whenever no replica was ready.
+	outages := append(dbOutages(res.faults), noneReady(res.unready)...)
 	for _, f := range res.faults {
 		if f.err != nil {
 			res.violations = append(res.violations, violate("fault_not_recovered", "%s on %s at %s: %v", f.kind, replicaName(f.replica), clock(f.at), f.err))

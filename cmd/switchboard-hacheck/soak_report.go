@@ -38,6 +38,7 @@ func (s *soakRun) print(res soakResult) {
 	c.add("attempts", res.attempts.attempts)
 	c.add("interrupted", res.attempts.interrupted)
 	c.add("in_flight_at_stop", s.inFlightAtStops(res.faults))
+	c.add("none_ready", fmt.Sprintf("%dx/%s", len(res.unready), fmtDur(spanTotal(res.unready))))
 	c.add("events_acked", res.events)
 	c.add("events_received_unacked", res.stream.unknown)
 	c.add("follower_reconnects", res.reconnects)
