@@ -232,16 +232,24 @@ func (s *Server) keepAnswer(ctx context.Context, req idemRequest, claim string, 
 }
 
 // claimKey is idemClaim, run to its end even when the request's client
-// has gone (bounded by idempotencyClaimTimeout), so the request that made
-// the claim always knows it and answers or releases it (a client gone
-// makes the handler fail, which releases the key). A statement abandoned
-// on cancellation may still commit its claim (the cancel reaches
-// PostgreSQL before the statement starts, and is dropped), and nothing
-// would then answer or release the key before the lease ends.
-func (s *Server) claimKey(ctx context.Context, req idemRequest) (string, *idemRow, error) {
+// has gone, and tried again with the same claim while the database is
+// unreachable (both bounded by idempotencyClaimTimeout), so the request
+// that made the claim always knows it and answers or releases it (a
+// client gone makes the handler fail, which releases the key). A claim
+// whose answer was lost — a statement abandoned on cancellation (the
+// cancel reaches PostgreSQL before the statement starts, and is dropped),
+// a connection that broke after the statement — may have committed; with
+// nothing to answer or release it the key would be in flight until the
+// lease ends. The try that follows finds it and takes it as its own.
+func (s *Server) claimKey(ctx context.Context, req idemRequest) (claim string, found *idemRow, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyClaimTimeout)
 	defer cancel()
-	return idemClaim(ctx, s.opts.Pool, req)
+	token := uuid.NewString()
+	err = db.RetryTransient(ctx, idempotencyClaimTimeout, func() error {
+		claim, found, err = idemClaim(ctx, s.opts.Pool, req, token)
+		return err
+	})
+	return claim, found, err
 }
 
 func (s *Server) idemFailure(ctx context.Context, err error) string {
@@ -384,11 +392,13 @@ type idemRow struct {
 	response    []byte
 }
 
-// idemClaim takes the key for this request, returning the claim, or
-// returns the row that holds it. A row older than the TTL, or in flight
-// past its lease, is taken over. Neither (the holder committed after this
-// statement's snapshot) means: ask again.
-func idemClaim(ctx context.Context, q db.DB, req idemRequest) (claim string, found *idemRow, err error) {
+// idemClaim takes the key for this request under the claim token,
+// returning the claim, or returns the row that holds it. A row older than
+// the TTL, or in flight past its lease, is taken over; a row in flight
+// under this very token (an earlier try whose answer was lost) is this
+// request's claim. Neither (the holder committed after this statement's
+// snapshot) means: ask again.
+func idemClaim(ctx context.Context, q db.DB, req idemRequest, token string) (claim string, found *idemRow, err error) {
 	rows, err := q.Query(ctx, `
 		WITH claimed AS (
 			INSERT INTO idempotency_keys (user_id, key_hash, fingerprint, claim, locked_until)
@@ -402,9 +412,9 @@ func idemClaim(ctx context.Context, q db.DB, req idemRequest) (claim string, fou
 		)
 		SELECT claim, NULL::bytea, NULL::integer, NULL::bytea FROM claimed
 		UNION ALL
-		SELECT NULL, fingerprint, status, response FROM idempotency_keys
+		SELECT CASE WHEN claim = $4 AND status IS NULL THEN claim::text END, fingerprint, status, response FROM idempotency_keys
 		WHERE user_id = $1 AND key_hash = $2 AND NOT EXISTS (SELECT FROM claimed)`,
-		req.userID, req.keyHash, req.fingerprint, uuid.NewString(), idempotencyLease.Seconds(), IdempotencyTTL.Seconds())
+		req.userID, req.keyHash, req.fingerprint, token, idempotencyLease.Seconds(), IdempotencyTTL.Seconds())
 	if err != nil {
 		return "", nil, fmt.Errorf("claim idempotency key: %w", err)
 	}

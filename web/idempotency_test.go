@@ -342,9 +342,9 @@ func TestClaimOutlivesItsClient(t *testing.T) {
 	}
 }
 
-// TestKeyRecordedThroughADatabaseBlip: a request's answer is kept, and a
-// failed request's key given back, even when the database drops the first
-// tries (a restart, a failover). A key left claimed would answer every
+// TestKeyRecordedThroughADatabaseBlip: a key is claimed, a request's
+// answer kept and a failed request's key given back even when the database
+// drops the first tries (a restart, a failover). A key left claimed would answer every
 // retry of that very request with 409 until its lease ends, two minutes
 // later; an answer not kept lets a retry run the request again.
 func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
@@ -359,15 +359,9 @@ func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
 	t.Cleanup(pool.Close)
 	s := New(Options{Pool: pool, Registry: prometheus.NewRegistry(), JWTSecret: testSecret, BcryptCost: 4})
 	user := dbtest.User(t, pool, nil).ID
-	// claimed claims a new key, then cuts the database off until a
-	// connection has been refused.
-	claimed := func(t *testing.T) (idemRequest, string) {
-		key := uuid.NewString()
-		req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
-		claim, _, err := s.claimKey(ctx, req)
-		if err != nil || claim == "" {
-			t.Fatalf("claim: %q %v", claim, err)
-		}
+	// cutUntilRefused cuts the database off until a connection has been
+	// refused.
+	cutUntilRefused := func() {
 		proxy.Cut()
 		refused := proxy.Refused()
 		go func() {
@@ -376,6 +370,16 @@ func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
 			}
 			proxy.Restore()
 		}()
+	}
+	// claimed claims a new key, then cuts the database off.
+	claimed := func(t *testing.T) (idemRequest, string) {
+		key := uuid.NewString()
+		req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+		claim, _, err := s.claimKey(ctx, req)
+		if err != nil || claim == "" {
+			t.Fatalf("claim: %q %v", claim, err)
+		}
+		cutUntilRefused()
 		return req, claim
 	}
 	status := func(req idemRequest) (n int, status *int) {
@@ -385,6 +389,13 @@ func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n, status
+	}
+
+	key := uuid.NewString()
+	req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+	cutUntilRefused()
+	if claim, _, err := s.claimKey(ctx, req); err != nil || claim == "" {
+		t.Fatalf("claim through the blip: %q %v", claim, err)
 	}
 
 	req, claim := claimed(t)
@@ -400,5 +411,29 @@ func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
 	}
 	if n, st := status(req); n != 1 || st == nil || *st != http.StatusCreated {
 		t.Fatalf("kept answer: %d records, status %v", n, st)
+	}
+}
+
+// TestClaimFindsItsOwnRecord: a try of a claim whose earlier try committed
+// but whose answer was lost (a connection broken after the statement)
+// finds the record under its token and takes it as its own; a claim
+// under another token finds the key in flight.
+func TestClaimFindsItsOwnRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, id := b.register(t, "idem-own@example.com")
+	key, token := uuid.NewString(), uuid.NewString()
+	req := idemRequest{userID: id, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+	ctx := context.Background()
+	if _, err := b.server.opts.Pool.Exec(ctx, `
+		INSERT INTO idempotency_keys (user_id, key_hash, fingerprint, claim, locked_until)
+		VALUES ($1, $2, $3, $4, now() + interval '2 minutes')`, id, req.keyHash, req.fingerprint, token); err != nil {
+		t.Fatal(err)
+	}
+	if claim, found, err := idemClaim(ctx, b.server.opts.Pool, req, token); err != nil || claim != token || found != nil {
+		t.Fatalf("the same token: %q %v %v, want the claim", claim, found, err)
+	}
+	if claim, found, err := idemClaim(ctx, b.server.opts.Pool, req, uuid.NewString()); err != nil || claim != "" || found == nil || found.status != 0 {
+		t.Fatalf("another token: %q %+v %v, want the key in flight", claim, found, err)
 	}
 }
