@@ -516,7 +516,7 @@ func (p *streamPublisher) run(ctx context.Context) {
 }
 
 // publish retries one event for up to 30 s, moving to the next target
-// replica after each failure.
+// replica after each failure, with backoff.
 func (p *streamPublisher) publish(ctx context.Context, start int, id string) {
 	body, _ := json.Marshal(map[string]any{"to": p.to.ID, "event": "hacheck.stream", "payload": map[string]string{"id": id}})
 	deadline := time.Now().Add(30 * time.Second)
@@ -536,7 +536,7 @@ func (p *streamPublisher) publish(ctx context.Context, start int, id string) {
 		p.nretry++
 		p.lastErr = fmt.Errorf("event %s on r%d: %w", id, r+1, err)
 		p.mu.Unlock()
-		sleepCtx(ctx, 100*time.Millisecond)
+		sleepCtx(ctx, backoff(i, 100*time.Millisecond, 2*time.Second))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -158,6 +159,18 @@ func (c retrying) do(ctx context.Context, start int, method, path, token string,
 		}
 	}
 	return nil, c.attempts - 1, fmt.Errorf("%s %s failed %d times: %w", method, path, c.attempts, last)
+}
+
+// backoff is how long a client waits before its retry number i (from 0):
+// base, doubling, at most ceiling, then ±50 % jitter, so clients one
+// outage failed together neither come back at one instant nor hammer a
+// cluster that is recovering.
+func backoff(i int, base, ceiling time.Duration) time.Duration {
+	d := ceiling
+	if i < 30 && base<<i < ceiling {
+		d = base << i
+	}
+	return d/2 + rand.N(d+1)
 }
 
 func (h *harness) retrier() retrying {

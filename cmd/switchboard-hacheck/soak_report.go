@@ -31,6 +31,7 @@ func (s *soakRun) print(res soakResult) {
 	w.add("keys", res.keys.keys)
 	w.add("keys_sent_twice", res.keys.doubled)
 	w.add("keys_acked", res.keys.acked)
+	w.add("keys_deferred", s.trig.deferredTicks())
 	w.add("od_runs", res.keys.runs)
 	fmt.Println("workload  " + w.String())
 	var c figures

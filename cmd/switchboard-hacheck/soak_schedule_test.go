@@ -77,3 +77,23 @@ func TestFaultCounts(t *testing.T) {
 		t.Errorf("faultCounts = %q, want %q", got, want)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		i      int
+		lo, hi time.Duration
+	}{
+		{0, 100 * time.Millisecond, 300 * time.Millisecond},
+		{1, 200 * time.Millisecond, 600 * time.Millisecond},
+		{4, 1600 * time.Millisecond, 4800 * time.Millisecond},
+		{5, 2500 * time.Millisecond, 7500 * time.Millisecond}, // capped at 5 s
+		{60, 2500 * time.Millisecond, 7500 * time.Millisecond},
+	} {
+		for range 200 {
+			if d := backoff(tc.i, 200*time.Millisecond, 5*time.Second); d < tc.lo || d > tc.hi {
+				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", tc.i, d, tc.lo, tc.hi)
+			}
+		}
+	}
+}

@@ -18,6 +18,11 @@ const triggerEvery = 500 * time.Millisecond
 // triggerRetryFor bounds how long one request of a key is retried.
 const triggerRetryFor = 90 * time.Second
 
+// maxSending bounds the sends in flight: past it, a tick starts no new key
+// (a client that waits for its answers, rather than piling up retries on a
+// cluster that is recovering).
+const maxSending = 32
+
 // keyedTrigger is one idempotency key and what the API answered for it.
 type keyedTrigger struct {
 	key   string
@@ -33,8 +38,9 @@ type keyedTrigger struct {
 // triggerEvery a new key for one of the tasks, a quarter of them sent
 // twice at once to two different replicas, half of them also with the same
 // Idempotency-Key header. Each send retries on another replica after a
-// connection error, a 5xx or a 409 (the header's request in flight) until
-// it is acknowledged (202, or 200 for the key's first run).
+// connection error, a 5xx, a 429 or a 409 (the header's request in flight),
+// with backoff, until it is acknowledged (202, or 200 for the key's first
+// run).
 type triggers struct {
 	h     *harness
 	owner *user
@@ -42,9 +48,11 @@ type triggers struct {
 	rng   *rand.Rand
 	tag   string
 
-	mu   sync.Mutex
-	keys []*keyedTrigger
-	wg   sync.WaitGroup
+	mu       sync.Mutex
+	keys     []*keyedTrigger
+	sending  int // sends in flight
+	deferred int // ticks that started no key, maxSending being in flight
+	wg       sync.WaitGroup
 }
 
 // run sends until stop is closed, then waits for the sends in flight.
@@ -74,10 +82,20 @@ func (t *triggers) start(ctx context.Context, n int) {
 	first := t.rng.IntN(replicaCount)
 	replicas := []int{first, (first + 1 + t.rng.IntN(replicaCount-1)) % replicaCount}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sending+kt.sends > maxSending {
+		t.deferred++
+		return
+	}
 	t.keys = append(t.keys, kt)
-	t.mu.Unlock()
+	t.sending += kt.sends
 	for i := range kt.sends {
-		t.wg.Go(func() { t.send(ctx, kt, replicas[i], header) })
+		t.wg.Go(func() {
+			t.send(ctx, kt, replicas[i], header)
+			t.mu.Lock()
+			t.sending--
+			t.mu.Unlock()
+		})
 	}
 }
 
@@ -99,7 +117,11 @@ func (t *triggers) send(ctx context.Context, kt *keyedTrigger, r int, header boo
 			t.record(kt, "", fmt.Sprintf("r%d answered %d (header %v; %s)", rr+1, status, header, tries))
 			return
 		}
-		sleepCtx(ctx, 200*time.Millisecond)
+		wait := backoff(i, 200*time.Millisecond, 5*time.Second)
+		if status == http.StatusTooManyRequests || status == http.StatusConflict {
+			wait = max(wait, time.Second) // as Retry-After says
+		}
+		sleepCtx(ctx, wait)
 	}
 	t.record(kt, "", fmt.Sprintf("gave up after %s (header %v; %s)", triggerRetryFor, header, tries))
 }
@@ -173,6 +195,13 @@ func (t *triggers) record(kt *keyedTrigger, runID, failure string) {
 	if failure != "" {
 		kt.failures = append(kt.failures, failure)
 	}
+}
+
+// deferredTicks counts the ticks that started no key.
+func (t *triggers) deferredTicks() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deferred
 }
 
 // snapshot copies every key's record.
