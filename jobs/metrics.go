@@ -23,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_task_runs_total",
-			Help: "Task run status changes by new status (queued counts runs created).",
+			Help: "Task run status changes announced to their owners, by new status (queued: a run created, or queued again for a retry or after its node died).",
 		}, []string{"status"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchboard_claim_batch_size",
@@ -58,7 +58,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// RunStatus counts n runs moving to status.
+// RunStatus counts n runs moving to status (jobs.Announcer counts every
+// announced one).
 func (m *Metrics) RunStatus(status string, n int) {
 	if m != nil && n > 0 {
 		m.runs.WithLabelValues(status).Add(float64(n))
