@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
-	"github.com/switchboard/switchboard/infra/cutproxy"
 	"github.com/switchboard/switchboard/infra/freeport"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/cutproxy"
 	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 )
 

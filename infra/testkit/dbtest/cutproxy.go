@@ -3,7 +3,7 @@ package dbtest
 import (
 	"testing"
 
-	"github.com/switchboard/switchboard/infra/cutproxy"
+	"github.com/switchboard/switchboard/infra/testkit/cutproxy"
 )
 
 // CutProxy is a cutproxy.Proxy in front of a test database that a test can
