@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.runs, m.batch, m.lag, m.skipped, m.due, m.oldestDue)
 	// Export every series from the start, at zero.
-	for _, s := range []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled} {
+	for _, s := range RunStatuses {
 		m.runs.WithLabelValues(s)
 	}
 	m.skipped.WithLabelValues("missed")

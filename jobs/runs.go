@@ -14,15 +14,6 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// Run statuses.
-const (
-	StatusQueued    = "queued"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-)
-
 // Run triggers.
 const (
 	TriggerSchedule = "schedule"

@@ -12,6 +12,18 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
+// Run statuses: the states of the machine below.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// RunStatuses is every run status, in the order a run goes through them.
+var RunStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+
 // A run's state machine: every write of task_runs and task_run_attempts.
 //
 //	inserted queued  by a claimed tick (insertTickRuns), a trigger or retry
