@@ -65,7 +65,6 @@ func setupCluster(t *testing.T) *clusterBundle {
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
 		Cluster: c, Presence: realtime.PresenceReader{DB: pool}, Rooms: realtime.Rooms{DB: pool},
 	})
-	s.AddReadyCheck("draining", c.ReadyCheck)
 	return &clusterBundle{testBundle: &testBundle{server: s}, cluster: c, sockets: sockets}
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard/switchboard/accounts"
+	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -98,9 +99,15 @@ type Options struct {
 	Rooms RoomStore
 
 	// Cluster serves the operator routes (status, disconnect, drain) and
-	// Presence GET /v1/presence; nil leaves them out.
+	// the node-to-node routes under cluster.InternalPrefix, and readiness
+	// fails while it drains; Presence serves GET /v1/presence; nil leaves
+	// them out.
 	Cluster  clusterOperator
 	Presence presenceReader
+
+	// ReadyChecks are further conditions of readiness, after Postgres and
+	// the cluster's drain (the LISTEN connection, the hub not draining).
+	ReadyChecks []ReadyCheck
 
 	// everyRoute registers every route group whatever is set above: the
 	// document of a full web replica, built by Spec without a database.
@@ -121,8 +128,8 @@ type Server struct {
 	// resetMail sends forgot-password mail after the answer.
 	resetMail *resetMailer
 
-	mu          sync.Mutex
-	readyChecks []readyCheck
+	mu     sync.Mutex
+	checks []ReadyCheck // readiness, in order
 
 	basicCache *basicAuthCache
 	// idemWait overrides idempotencyWait (tests).
@@ -177,7 +184,10 @@ func New(opts Options) *Server {
 	s.router, s.api = r, api
 
 	s.mountDocs()
-	s.AddReadyCheck("postgres", s.pingPostgres)
+	s.checks = s.readyChecks()
+	if opts.Cluster != nil {
+		r.Mount(cluster.InternalPrefix, opts.Cluster.Handler())
+	}
 	registerHealth(api, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)

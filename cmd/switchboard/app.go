@@ -169,8 +169,6 @@ func (a *app) build() error {
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
-	a.wireCluster()
-	a.wireRealtime()
 	a.services = services{list: a.serviceList()}
 	return nil
 }
