@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,14 +72,10 @@ type soakTarget struct {
 }
 
 func startSoakTarget(cl *cluster) (*soakTarget, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	t := &soakTarget{cl: cl, base: "http://" + l.Addr().String(), port: l.Addr().(*net.TCPAddr).Port}
-	t.srv = &http.Server{Handler: t, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = t.srv.Serve(l) }()
-	return t, nil
+	t := &soakTarget{cl: cl}
+	var err error
+	t.srv, t.base, t.port, err = serveLocal(t)
+	return t, err
 }
 
 func (t *soakTarget) url(path string) string { return t.base + path }
