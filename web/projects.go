@@ -77,8 +77,9 @@ type memberInput struct {
 }
 
 type memberRoleInput struct {
-	memberInput
-	Body struct {
+	IDPath
+	UserID string `path:"user_id" format:"uuid"`
+	Body   struct {
 		Role string `json:"role" enum:"viewer,developer,admin,owner" doc:"granting, changing or taking owner needs the owner role"`
 	}
 }
