@@ -48,7 +48,7 @@ func TestChangePassword(t *testing.T) {
 		if _, err := p.Authenticate(ctx, tx, row.Email, "correct horse"); err != accounts.ErrWrongPassword {
 			t.Fatalf("login with the old password: %v", err)
 		}
-		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: row.ID, TokenID: uuid.NewString()}); err != accounts.ErrSessionsEnded {
+		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: row.ID, TokenID: uuid.NewString()}, ""); err != accounts.ErrSessionsEnded {
 			t.Fatalf("a token from before: %v", err)
 		}
 		if _, err := p.ResetPassword(ctx, tx, link, "another one"); err != accounts.ErrResetLinkInvalid {

@@ -50,33 +50,44 @@ func TokenIDOf(rawToken string) string {
 
 // CheckSession is what every request with a user token reads, in one
 // statement: the role of an enabled account as stored now (not when the
-// token was made), or ErrAccountGone, ErrAccountDisabled, ErrSessionsEnded
-// (the token's generation is not the account's) or ErrSessionEnded (the
-// token was signed out).
-func CheckSession(ctx context.Context, q db.DB, s Session) (string, error) {
+// token was made) and the project the request acts in — project, or the
+// account's personal project when "" — with the account's role there; or
+// ErrAccountGone, ErrAccountDisabled, ErrSessionsEnded (the token's
+// generation is not the account's), ErrSessionEnded (the token was signed
+// out) or ErrProjectNotFound (no such project, or the account is not a
+// member and not an instance admin).
+func CheckSession(ctx context.Context, q db.DB, s Session, project string) (Access, error) {
 	if uuid.Validate(s.TokenID) != nil {
-		return "", errMalformedToken
+		return Access{}, errMalformedToken
 	}
-	var role string
+	wanted, err := projectParam(project)
+	if err != nil {
+		return Access{}, ErrProjectNotFound
+	}
+	var a Access
 	var disabled, revoked bool
 	var generation int
-	err := q.QueryRow(ctx, `
-		SELECT role, disabled_at IS NOT NULL, token_generation,
-		       EXISTS (SELECT FROM revoked_tokens WHERE jti = $2)
-		FROM users WHERE id = $1`, s.UserID, s.TokenID).Scan(&role, &disabled, &generation, &revoked)
+	var projectID, memberRole *string
+	err = q.QueryRow(ctx, `
+		SELECT u.role, u.disabled_at IS NOT NULL, u.token_generation,
+		       EXISTS (SELECT FROM revoked_tokens WHERE jti = $2), p.id::text, m.role
+		FROM users u
+		LEFT JOIN projects p ON p.id = coalesce($3::uuid, (SELECT id FROM projects WHERE personal_of = u.id))
+		LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = u.id
+		WHERE u.id = $1`, s.UserID, s.TokenID, wanted).Scan(&a.Role, &disabled, &generation, &revoked, &projectID, &memberRole)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", ErrAccountGone
+		return Access{}, ErrAccountGone
 	case err != nil:
-		return "", fmt.Errorf("read account: %w", db.Translate(err))
+		return Access{}, fmt.Errorf("read account: %w", db.Translate(err))
 	case disabled:
-		return "", ErrAccountDisabled
+		return Access{}, ErrAccountDisabled
 	case generation != s.Generation:
-		return "", ErrSessionsEnded
+		return Access{}, ErrSessionsEnded
 	case revoked:
-		return "", ErrSessionEnded
+		return Access{}, ErrSessionEnded
 	}
-	return role, nil
+	return a, projectOf(&a, projectID, memberRole)
 }
 
 // TokenGeneration is the account's token generation, which a new token

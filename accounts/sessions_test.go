@@ -20,8 +20,8 @@ func TestCheckSession(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		u := dbtest.User(t, tx, &dbtest.UserOpts{Role: accounts.RoleAdmin})
-		if role, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString()}); err != nil || role != accounts.RoleAdmin {
-			t.Fatalf("CheckSession = %q, %v", role, err)
+		if a, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString()}, ""); err != nil || a.Role != accounts.RoleAdmin || a.ProjectRole != accounts.ProjectOwner {
+			t.Fatalf("CheckSession = %+v, %v", a, err)
 		}
 	})
 
@@ -48,11 +48,11 @@ func TestCheckSession(t *testing.T) {
 			{"deleted", accounts.Session{UserID: uuid.NewString(), TokenID: uuid.NewString()}, accounts.ErrAccountGone},
 		} {
 			var refused *accounts.RefusedError
-			if _, err := accounts.CheckSession(ctx, tx, tc.s); err != tc.want || !errors.As(err, &refused) {
+			if _, err := accounts.CheckSession(ctx, tx, tc.s, ""); err != tc.want || !errors.As(err, &refused) {
 				t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 			}
 		}
-		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString()}); err != nil {
+		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString()}, ""); err != nil {
 			t.Fatalf("another token of the account is still valid: %v", err)
 		}
 	})
@@ -66,10 +66,10 @@ func TestCheckSession(t *testing.T) {
 		if err != nil || gen != 1 {
 			t.Fatalf("EndSessions = %d, %v", gen, err)
 		}
-		if _, err := accounts.CheckSession(ctx, tx, old); err != accounts.ErrSessionsEnded {
+		if _, err := accounts.CheckSession(ctx, tx, old, ""); err != accounts.ErrSessionsEnded {
 			t.Fatalf("a token of generation 0: %v", err)
 		}
-		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString(), Generation: gen}); err != nil {
+		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: uuid.NewString(), Generation: gen}, ""); err != nil {
 			t.Fatalf("a token of the new generation: %v", err)
 		}
 		if stored, err := accounts.TokenGeneration(ctx, tx, u.ID); err != nil || stored != 1 {
@@ -84,7 +84,7 @@ func TestCheckSession(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		u := dbtest.User(t, tx, nil)
-		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: "x"}); err == nil {
+		if _, err := accounts.CheckSession(ctx, tx, accounts.Session{UserID: u.ID, TokenID: "x"}, ""); err == nil {
 			t.Fatal("accepted")
 		}
 	})
@@ -123,7 +123,7 @@ func TestPruneEndedSessions(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("pruned %d, %v; want the expired token and link", n, err)
 	}
-	if _, err := accounts.CheckSession(ctx, tx, live); err != accounts.ErrSessionEnded {
+	if _, err := accounts.CheckSession(ctx, tx, live, ""); err != accounts.ErrSessionEnded {
 		t.Fatalf("the unexpired signed-out token after the prune: %v", err)
 	}
 	var links int

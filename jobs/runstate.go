@@ -361,7 +361,7 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]OwnedRun, e
 				CASE WHEN x.discarded THEN 'no attempts left' ELSE 'retrying on a live node' END)
 		FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(run_id, node, discarded), tasks t
 		WHERE r.id = x.run_id AND r.status IN ('queued', 'running') AND t.id = r.task_id
-		RETURNING `+runColumns+`, t.owner_id::text`, ids, nodes, discarded)
+		RETURNING `+runColumns+`, t.project_id::text`, ids, nodes, discarded)
 	if err != nil {
 		return nil, fmt.Errorf("record rescued runs: %w", err)
 	}
@@ -406,7 +406,7 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]OwnedRun,
 				ELSE format('reconciled: the run''s job ended %s but its outcome was never recorded', o.state) END
 		FROM orphans o, tasks t
 		WHERE r.id = o.id AND t.id = r.task_id
-		RETURNING `+runColumns+`, t.owner_id::text`, limit, ReconcileGrace.Seconds())
+		RETURNING `+runColumns+`, t.project_id::text`, limit, ReconcileGrace.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("reconcile runs: %w", err)
 	}
@@ -465,5 +465,5 @@ func scanRun(row pgx.CollectableRow) (Run, error) {
 
 func scanOwnedRun(row pgx.CollectableRow) (OwnedRun, error) {
 	var rr OwnedRun
-	return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
+	return rr, row.Scan(append(runDest(&rr.Run), &rr.ProjectID)...)
 }

@@ -220,7 +220,7 @@ func TestPresenceRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.cluster.Stop)
-	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers); err != nil {
+	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers, ""); err != nil {
 		t.Fatal(err)
 	}
 

@@ -218,7 +218,7 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, "the console session has expired: sign in again")
 		return
 	}
-	_, err = s.checkSession(r.Context(), p.Session)
+	_, err = s.checkSession(r.Context(), p.Session, "")
 	var u accounts.User
 	if err == nil {
 		u, err = accounts.UserByID(r.Context(), s.opts.Pool, p.UserID)

@@ -45,6 +45,22 @@ var operationExamples = map[string][]example{
 		`"scopes":["read"],"created_at":"2026-12-01T09:00:00Z","expires_at":"2027-06-01T00:00:00Z","last_used_at":"2026-12-01T09:05:12Z"}]}`}},
 	"api-key-revoke": {{status: 404, value: `{"title":"Not Found","status":404,"detail":"no such API key"}`}},
 
+	"project-create":        {{value: `{"name":"Billing"}`}, {status: 201, value: exProject}},
+	"project-list":          {{status: 200, value: `{"items":[` + exProject + `]}`}},
+	"project-get":           {{status: 200, value: exProject}},
+	"project-rename":        {{value: `{"name":"Billing team"}`}, {status: 200, value: exProject}},
+	"project-delete":        {{status: 409, value: `{"title":"Conflict","status":409,"detail":"a personal project cannot be deleted; rename it instead"}`}},
+	"project-member-list":   {{status: 200, value: `{"items":[` + exProjectMember + `],"next_cursor":null}`}},
+	"project-member-update": {{value: `{"role":"developer"}`}, {status: 200, value: exProjectMember}},
+	"project-member-remove": {{status: 409, value: `{"title":"Conflict","status":409,"detail":"a project keeps at least one owner: make another member owner first"}`}},
+	"project-leave":         {{status: 404, value: `{"title":"Not Found","status":404,"detail":"project not found"}`}},
+	"project-invite-create": {{value: `{"email":"grace@example.com","role":"developer"}`}, {status: 201, value: `{"id":"7c2e4a6b-8d0f-4b1c-9e3a-5f7b9d1c3e5a","email":"grace@example.com","role":"developer",` +
+		`"created_at":"2026-12-01T09:00:00Z","expires_at":"2026-12-08T09:00:00Z","token":"sbi_Wq8vYtZr5LpHs1NcXbD7eGjK0aUiOoM4x2Jk9Qp3Rs6"}`}},
+	"project-invite-list": {{status: 200, value: `{"items":[{"id":"7c2e4a6b-8d0f-4b1c-9e3a-5f7b9d1c3e5a","email":"grace@example.com","role":"developer",` +
+		`"created_at":"2026-12-01T09:00:00Z","expires_at":"2026-12-08T09:00:00Z"}]}`}},
+	"project-invite-revoke": {{status: 404, value: `{"title":"Not Found","status":404,"detail":"this invite is unknown, used, revoked or expired"}`}},
+	"invite-accept":         {{value: `{"token":"sbi_Wq8vYtZr5LpHs1NcXbD7eGjK0aUiOoM4x2Jk9Qp3Rs6"}`}, {status: 200, value: `{"project":` + exProject + `,"role":"developer"}`}},
+
 	"task-create": {
 		{value: `{"name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
 			`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}}}`},
@@ -127,11 +143,14 @@ const (
 	exUser = `{"id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","email":"ada@example.com","role":"user","disabled":false,"created_at":"2026-11-02T10:00:00Z"}`
 	exAuth = `{"token":"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI2YjBlMmE0YyJ9.sig","expires_at":"2026-12-02T09:00:00Z","user":` + exUser + `}`
 
-	exRoom = `{"name":"board","owner_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","visibility":"members",` +
+	exRoom = `{"name":"board","owner_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","project_id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","visibility":"members",` +
 		`"created_at":"2026-12-01T09:00:00Z","updated_at":"2026-12-01T09:00:00Z"}`
-	exMember = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","added_at":"2026-12-01T09:00:00Z"}`
+	exProject = `{"id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","name":"Billing","personal":false,"role":"owner",` +
+		`"created_at":"2026-12-01T09:00:00Z","updated_at":"2026-12-01T09:00:00Z"}`
+	exProjectMember = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","email":"ada@example.com","role":"owner","added_at":"2026-12-01T09:00:00Z"}`
+	exMember        = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","added_at":"2026-12-01T09:00:00Z"}`
 
-	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
+	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","project_id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
 		`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}},` +
 		`"active":true,"overlap":"skip","max_concurrency":null,"max_attempts":3,"timeout_seconds":30,` +
 		`"next_run_at":"2026-12-02T02:00:00Z","last_run_at":"2026-12-01T02:00:00Z","run_count":14,"skipped_ticks":0,` +

@@ -40,7 +40,9 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 		case err == nil && p.Session.TokenID != "":
 			// The role, state and session as stored now, as for every API
 			// route: a signed-out cookie or token is refused.
-			p.Role, err = s.checkSession(r.Context(), p.Session)
+			var a accounts.Access
+			a, err = s.checkSession(r.Context(), p.Session, "")
+			p.Role = a.Role
 		case err == nil: // basic auth: no session
 			p.Role, err = s.activeRole(r.Context(), p.UserID)
 		}

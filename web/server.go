@@ -180,7 +180,7 @@ func New(opts Options) *Server {
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	describeAPI(&cfg)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.requireProjectRole, s.idempotent)
 	s.router, s.api = r, api
 
 	s.mountDocs()
@@ -196,6 +196,8 @@ func New(opts Options) *Server {
 		registerTasks(api, s)
 		registerRuns(api, s)
 		registerAPIKeys(api, s)
+		registerProjects(api, s)
+		registerInvites(api, s)
 		if opts.everyRoute || opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)

@@ -29,6 +29,12 @@ type Principal struct {
 	// carries one), with the token's expiry: what a logout ends.
 	Session      accounts.Session
 	TokenExpires time.Time
+	// ProjectID is the project the request acts in (projectaccess.go) and
+	// ProjectRole the caller's role there: an API key's project, the
+	// project X-Switchboard-Project (or a /v1/projects/{id} path) names,
+	// else the account's personal project.
+	ProjectID   string
+	ProjectRole string
 }
 
 // IsAdmin reports whether the caller has the admin role.
@@ -142,9 +148,17 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	role, err := s.checkSession(ctx.Context(), p.Session)
+	project, bad := requestedProject(ctx)
+	if bad != "" {
+		_ = huma.WriteErr(s.api, ctx, http.StatusBadRequest, bad)
+		return
+	}
+	access, err := s.checkSession(ctx.Context(), p.Session, project)
 	var refused *accounts.RefusedError
 	switch {
+	case errors.Is(err, accounts.ErrProjectNotFound):
+		_ = huma.WriteErr(s.api, ctx, http.StatusNotFound, projectNotFound)
+		return
 	case errors.As(err, &refused):
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, refused.Error())
@@ -153,7 +167,7 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
 		return
 	}
-	p.Role = role
+	p.Role, p.ProjectID, p.ProjectRole = access.Role, access.ProjectID, access.ProjectRole
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
@@ -165,10 +179,12 @@ func (s *Server) activeRole(ctx context.Context, userID string) (string, error) 
 }
 
 // checkSession is accounts.CheckSession, logging an unexpected error once.
-func (s *Server) checkSession(ctx context.Context, session accounts.Session) (string, error) {
-	role, err := accounts.CheckSession(ctx, s.opts.Pool, session)
-	s.logUnexpected(ctx, "read the caller's account", err)
-	return role, err
+func (s *Server) checkSession(ctx context.Context, session accounts.Session, project string) (accounts.Access, error) {
+	a, err := accounts.CheckSession(ctx, s.opts.Pool, session, project)
+	if !errors.Is(err, accounts.ErrProjectNotFound) {
+		s.logUnexpected(ctx, "read the caller's account", err)
+	}
+	return a, err
 }
 
 // logUnexpected logs an error that is neither a refusal (the caller's

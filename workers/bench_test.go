@@ -69,6 +69,13 @@ func (p *benchPublisher) PublishUser(ctx context.Context, user, event string, pa
 	return p.bus.PublishUser(ctx, user, event, payload)
 }
 
+func (p *benchPublisher) PublishProject(ctx context.Context, project, event string, payload any) error {
+	if p.silent.Load() {
+		return nil
+	}
+	return p.bus.PublishProject(ctx, project, event, payload)
+}
+
 func (p *benchPublisher) PublishRoom(ctx context.Context, room, event string, payload any) error {
 	if p.silent.Load() {
 		return nil
@@ -82,9 +89,9 @@ type teePublisher struct {
 	then  *benchPublisher
 }
 
-func (t teePublisher) PublishUser(ctx context.Context, user, event string, payload any) error {
-	_ = t.first.PublishUser(ctx, user, event, payload)
-	return t.then.PublishUser(ctx, user, event, payload)
+func (t teePublisher) PublishProject(ctx context.Context, project, event string, payload any) error {
+	_ = t.first.PublishProject(ctx, project, event, payload)
+	return t.then.PublishProject(ctx, project, event, payload)
 }
 
 // benchPoolSize is the pool of a replica with default settings.
@@ -182,7 +189,7 @@ type claimClock struct {
 	at map[string]time.Time // run id → announced
 }
 
-func (c *claimClock) PublishUser(_ context.Context, _, _ string, payload any) error {
+func (c *claimClock) PublishProject(_ context.Context, _, _ string, payload any) error {
 	if r, ok := payload.(jobs.Run); ok {
 		c.mu.Lock()
 		c.at[r.ID] = time.Now()

@@ -84,6 +84,9 @@ type noopPublisher struct{}
 
 func (noopPublisher) PublishUser(context.Context, string, string, any) error { return nil }
 func (noopPublisher) PublishRoom(context.Context, string, string, any) error { return nil }
+func (noopPublisher) PublishProject(context.Context, string, string, any) error {
+	return nil
+}
 
 // startReplica starts a replica claiming ticks lead ahead (0: once due).
 func startReplica(t *testing.T, url string, lead time.Duration) *replica {

@@ -123,7 +123,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if job.Attempt == 1 && rc.Run.Trigger == jobs.TriggerSchedule && rc.Run.StartedAt != nil {
 		w.metrics.DueLag(rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
 	}
-	w.announce(ctx, rc.Task.OwnerID, rc.Run)
+	w.announce(ctx, rc.Task.ProjectID, rc.Run)
 
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(rc.Task.TimeoutSeconds)*time.Second)
@@ -205,13 +205,13 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 		return true
 	}
 	w.logger.DebugContext(ctx, "run attempt recorded", "run_id", run.ID, "status", run.Status, "attempt", run.Attempt)
-	w.announce(ctx, rc.Task.OwnerID, run)
+	w.announce(ctx, rc.Task.ProjectID, run)
 	return true
 }
 
-// announce announces the run's new status to owner.
-func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {
-	w.announcer.Announce(context.WithoutCancel(ctx), jobs.OwnedRun{Run: run, OwnerID: owner})
+// announce announces the run's new status to its project.
+func (w *runWorker) announce(ctx context.Context, project string, run jobs.Run) {
+	w.announcer.Announce(context.WithoutCancel(ctx), jobs.OwnedRun{Run: run, ProjectID: project})
 }
 
 func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {

@@ -115,7 +115,9 @@ type hostile struct {
 	userID string
 	taskID string
 	runID  string
-	sent   int // requests made
+	// projectID is the fuzzing user's personal project.
+	projectID string
+	sent      int // requests made
 }
 
 type operation struct {
@@ -147,6 +149,11 @@ func TestHostileInputs(t *testing.T) {
 		t.Fatalf("trigger: %d %v", status, run)
 	}
 	h.runID = run["id"].(string)
+	status, projects := call(t, http.MethodGet, srv.URL+"/v1/projects", nil, h.user)
+	if status != http.StatusOK {
+		t.Fatalf("projects: %d %v", status, projects)
+	}
+	h.projectID = projects["items"].([]any)[0].(map[string]any)["id"].(string)
 	makeRoom(t, srv, h.user, hostileRoom, "members")
 	ops := h.operations()
 
@@ -243,6 +250,8 @@ func (h *hostile) validID(path string) string {
 		return h.runID
 	case strings.HasPrefix(path, "/v1/users/") && !strings.HasSuffix(path, "/rpc"):
 		return h.userID
+	case strings.HasPrefix(path, "/v1/projects/"):
+		return h.projectID // its personal project: the owner reaches validation
 	}
 	// Nodes and other users: none that exists. (An RPC to another user is
 	// refused after validation; one to oneself waits a second to learn
@@ -253,12 +262,15 @@ func (h *hostile) validID(path string) string {
 // baseBody is a valid body for op, or {}.
 func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 	raw := map[string]string{
-		"/v1/tasks":          `{"name":"fuzzed","schedule":"0 0 1 1 *","action":{"type":"publish","event":"e"}}`,
-		"/v1/events":         `{"to":"` + h.userID + `","event":"fuzz","payload":1}`,
-		"/v1/users/{id}/rpc": `{"method":"m","timeout_ms":2000}`,
-		"/v1/auth/register":  `{"email":"fuzz-` + uuid.NewString()[:8] + `@example.com","password":"correct horse"}`,
-		"/v1/auth/login":     `{"email":"hostile@example.com","password":"wrong password"}`,
-		"/v1/rooms":          `{"name":"fuzz-` + uuid.NewString()[:8] + `","visibility":"members"}`,
+		"/v1/tasks":                           `{"name":"fuzzed","schedule":"0 0 1 1 *","action":{"type":"publish","event":"e"}}`,
+		"/v1/events":                          `{"to":"` + h.userID + `","event":"fuzz","payload":1}`,
+		"/v1/users/{id}/rpc":                  `{"method":"m","timeout_ms":2000}`,
+		"/v1/auth/register":                   `{"email":"fuzz-` + uuid.NewString()[:8] + `@example.com","password":"correct horse"}`,
+		"/v1/auth/login":                      `{"email":"hostile@example.com","password":"wrong password"}`,
+		"/v1/rooms":                           `{"name":"fuzz-` + uuid.NewString()[:8] + `","visibility":"members"}`,
+		"/v1/projects/{id}/invites":           `{"email":"fuzz-invite@example.com","role":"viewer"}`,
+		"/v1/projects/{id}/members/{user_id}": `{"role":"viewer"}`,
+		"/v1/invites/accept":                  `{"token":"sbi_unknown"}`,
 	}[op.path]
 	if op.method == http.MethodPatch {
 		raw = `{}`
@@ -287,7 +299,7 @@ func (h *hostile) fuzzOperation(op operation) {
 		admin = h.sessionToken()
 	}
 	path := strings.ReplaceAll(op.path, "{id}", h.validID(op.path))
-	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID).Replace(path)
+	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID, "{invite_id}", uuid.NewString()).Replace(path)
 	if strings.Contains(op.path, "{name}") {
 		for _, name := range []string{"%20lobby", "a%01b", "%ff", "%00", strings.Repeat("r", 129), "other-room", "%7Bname%7D"} {
 			h.send(op.method, strings.Replace(path, hostileRoom, name, 1), h.encode(h.baseBody(op)), tokenOf(), nil)
@@ -480,7 +492,10 @@ func (h *hostile) snapshot() string {
 			(SELECT md5(coalesce(string_agg(m::text, ',' ORDER BY room, user_id), '')) FROM room_members m),
 			(SELECT md5(coalesce(string_agg(n.id::text || n.draining::text, ',' ORDER BY id), '')) FROM cluster_nodes n),
 			(SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY jti), '')) FROM revoked_tokens r),
-			(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY token_hash), '')) FROM password_resets p))`).Scan(&s)
+			(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY token_hash), '')) FROM password_resets p),
+			(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY id), '')) FROM projects p),
+			(SELECT md5(coalesce(string_agg(m::text, ',' ORDER BY project_id, user_id), '')) FROM project_members m),
+			(SELECT md5(coalesce(string_agg(i::text, ',' ORDER BY id), '')) FROM project_invites i))`).Scan(&s)
 	if err != nil {
 		h.t.Fatalf("snapshot: %v", err)
 	}

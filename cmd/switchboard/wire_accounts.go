@@ -17,6 +17,7 @@ func (a *app) accountsWebOptions(o *web.Options) error {
 		return fmt.Errorf("SWITCHBOARD_REGISTRATION: %w", err)
 	}
 	o.Registration, o.PasswordConcurrency, o.PublicURL = policy, a.cfg.HashConcurrency, a.cfg.ResetLinkBase()
+	o.Invites = accounts.Invites{}
 	if a.cfg.SMTPURL == "" {
 		return nil
 	}

@@ -23,7 +23,8 @@ func (a *app) newRealtime() *realtime.Realtime {
 		Notices: a.notices()}}
 	if a.cfg.HasRole(config.RoleWeb) {
 		opts.Hub = &realtime.HubOptions{AllowedOrigins: a.cfg.AllowedOrigins, Limits: frameLimits(a.cfg.WSLimits),
-			SendQueueBytes: a.cfg.SendQueueBytes, WriteWait: a.cfg.WSLimits.WriteWait, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool}}
+			SendQueueBytes: a.cfg.SendQueueBytes, WriteWait: a.cfg.WSLimits.WriteWait, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool},
+			Projects: realtime.Projects{DB: a.pool}}
 		opts.Presence = &realtime.PresenceOptions{Nodes: clusterNodes{a}, StopTimeout: stopTimeout}
 	}
 	return realtime.New(opts)
