@@ -372,6 +372,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/invites/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an invite
+         * @description Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+         */
+        post: operations["invite-accept"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -450,6 +470,166 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List your projects
+         * @description Every project the caller is a member of, with its role: the personal project first.
+         */
+        get: operations["project-list"];
+        put?: never;
+        /**
+         * Create a project
+         * @description The caller becomes its owner. An account creates at most 100 projects.
+         */
+        post: operations["project-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a project
+         * @description Members (viewer and up). Another project is a 404.
+         */
+        get: operations["project-get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a project
+         * @description Owners. Deletes its tasks, runs, rooms, API keys, invites and its run-event stream; every member's sockets get project.removed (reason deleted). A personal project cannot be deleted (409).
+         */
+        delete: operations["project-delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a project
+         * @description Owners.
+         */
+        patch: operations["project-rename"];
+        trace?: never;
+    };
+    "/v1/projects/{id}/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a project's pending invites
+         * @description Admins. Never the tokens.
+         */
+        get: operations["project-invite-list"];
+        put?: never;
+        /**
+         * Invite an address to a project
+         * @description Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+         */
+        post: operations["project-invite-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{id}/invites/{invite_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a pending invite
+         * @description Admins. The token is refused from then on.
+         */
+        delete: operations["project-invite-revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{id}/leave": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Leave a project
+         * @description Any member; the last owner cannot leave (409).
+         */
+        post: operations["project-leave"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{id}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a project's members
+         * @description Members (viewer and up), in the order they joined, a page at a time.
+         */
+        get: operations["project-member-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{id}/members/{user_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member
+         * @description Admins (an owner only by an owner), or any member removing themselves (leaving). The last owner cannot be removed (409). Their requests in the project are refused and their sockets leave its stream (project.removed) at once on every replica.
+         */
+        delete: operations["project-member-remove"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a member's role
+         * @description Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+         */
+        patch: operations["project-member-update"];
         trace?: never;
     };
     "/v1/rooms": {
@@ -1089,10 +1269,87 @@ export interface components {
             recovered: boolean;
             stream: string;
         };
+        Invite: {
+            /** Format: date-time */
+            created_at: string;
+            email: string;
+            /**
+             * Format: date-time
+             * @description 7 days after it was made
+             */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            role: "viewer" | "developer" | "admin" | "owner";
+        };
+        InviteAcceptInputBody: {
+            /** @description the sbi_ token of the invite */
+            token: string;
+        };
+        InviteAcceptOutputBody: {
+            project: components["schemas"]["Project"];
+            /** @enum {string} */
+            role: "viewer" | "developer" | "admin" | "owner";
+        };
+        InviteCreateInputBody: {
+            /**
+             * Format: email
+             * @description the address invited, compared in its normal form
+             */
+            email: string;
+            /**
+             * @description owner only by an owner
+             * @enum {string}
+             */
+            role: "viewer" | "developer" | "admin" | "owner";
+        };
+        InviteCreated: {
+            /** Format: date-time */
+            created_at: string;
+            email: string;
+            /**
+             * Format: date-time
+             * @description 7 days after it was made
+             */
+            expires_at: string;
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            role: "viewer" | "developer" | "admin" | "owner";
+            /** @description sbi_… shown only in this answer; the invited person accepts it (POST /v1/invites/accept) or registers with it */
+            token: string;
+        };
+        InviteListOutputBody: {
+            /** @description pending invites, newest first (at most 100) */
+            items: components["schemas"]["Invite"][];
+        };
         LoginCredentials: {
             /** @description account email, compared in the same normal form as at register */
             email: string;
             password: string;
+        };
+        Member: {
+            /** Format: date-time */
+            added_at: string;
+            email: string;
+            /** @enum {string} */
+            role: "viewer" | "developer" | "admin" | "owner";
+            /** Format: uuid */
+            user_id: string;
+        };
+        MemberListOutputBody: {
+            /** @description in the order they joined */
+            items: components["schemas"]["Member"][];
+            /** @description null on the last page */
+            next_cursor: string | null;
+        };
+        MemberRoleInputBody: {
+            /**
+             * @description granting, changing or taking owner needs the owner role
+             * @enum {string}
+             */
+            role: "viewer" | "developer" | "admin" | "owner";
         };
         NodeStatus: {
             /** @description host:port the other nodes reach it at */
@@ -1144,6 +1401,30 @@ export interface components {
              */
             connections: number;
             user_id: string;
+        };
+        Project: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** @description the caller's personal project (cannot be deleted) */
+            personal: boolean;
+            /**
+             * @description the caller's role in the project (instance admins: owner)
+             * @enum {string}
+             */
+            role: "viewer" | "developer" | "admin" | "owner";
+            /** Format: date-time */
+            updated_at: string;
+        };
+        ProjectListOutputBody: {
+            /** @description the personal project first, then oldest first */
+            items: components["schemas"]["Project"][];
+        };
+        ProjectNameBody: {
+            /** @description 1 to 100 characters, no control characters */
+            name: string;
         };
         PublishAction: {
             /**
@@ -1214,6 +1495,11 @@ export interface components {
              * @description the user who created it; always a member
              */
             owner_id: string;
+            /**
+             * Format: uuid
+             * @description the project it belongs to: its developers manage it
+             */
+            project_id: string;
             /** Format: date-time */
             updated_at: string;
             /**
@@ -1356,6 +1642,11 @@ export interface components {
             next_run_at: string | null;
             /** @enum {string} */
             overlap: "skip" | "allow" | "buffer_one" | "cancel_other";
+            /**
+             * Format: uuid
+             * @description the project the task belongs to
+             */
+            project_id: string;
             /** Format: int64 */
             run_count: number;
             /** @description null: an on-demand task, run only when triggered */
@@ -2909,6 +3200,95 @@ export interface operations {
             };
         };
     };
+    "invite-accept": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InviteAcceptInputBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InviteAcceptOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     me: {
         parameters: {
             query?: never;
@@ -3160,6 +3540,1026 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProjectListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectNameBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-rename": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectNameBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-invite-list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InviteListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-invite-create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InviteCreateInputBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InviteCreated"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-invite-revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+                invite_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-leave": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-member-list": {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberListOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-member-remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "project-member-update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemberRoleInputBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
