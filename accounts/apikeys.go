@@ -2,13 +2,9 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,7 +28,6 @@ import (
 const APIKeyPrefix = "sbk_"
 
 const (
-	apiKeySecretLen = len(APIKeyPrefix) + 43 // 32 bytes, unpadded base64url
 	apiKeyShownLen  = len(APIKeyPrefix) + 8  // the part lists show
 )
 
@@ -83,7 +78,7 @@ type NewAPIKey struct {
 // (ErrTooManyAPIKeys); its row is locked, so concurrent creates count one
 // after the other. An unknown owner is ErrUserNotFound.
 func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewAPIKey) (APIKey, string, error) {
-	secret := newAPIKeySecret()
+	secret := secretKind(APIKeyPrefix).newSecret()
 	scopes := []string{ScopeRead, ScopeWrite}
 	if len(k.Scopes) > 0 {
 		scopes = slices.Compact(slices.Sorted(slices.Values(k.Scopes)))
@@ -110,7 +105,7 @@ func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewA
 		return scanAPIKey(tx.QueryRow(ctx, `
 			INSERT INTO api_keys (user_id, project_id, name, prefix, secret_hash, scopes, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
-			userID, projectID, k.Name, secret[:apiKeyShownLen], hashAPIKey(secret), scopes, k.ExpiresAt), &out)
+			userID, projectID, k.Name, secret[:apiKeyShownLen], hashSecret(secret), scopes, k.ExpiresAt), &out)
 	})
 	return out, secret, translate(err, ErrUserNotFound)
 }
@@ -182,10 +177,10 @@ func scopeRole(scopes []string) string {
 // (before any database work), unknown or revoked, expired, or its owner
 // disabled.
 func AuthenticateAPIKey(ctx context.Context, q db.DB, secret string) (KeyHolder, error) {
-	if !wellFormedAPIKey(secret) {
+	if !secretKind(APIKeyPrefix).wellFormed(secret) {
 		return KeyHolder{}, ErrAPIKeyMalformed
 	}
-	k, err := apiKeyByHash(ctx, q, hashAPIKey(secret))
+	k, err := apiKeyByHash(ctx, q, hashSecret(secret))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return KeyHolder{}, ErrAPIKeyUnknown
@@ -207,26 +202,6 @@ func AuthenticateAPIKey(ctx context.Context, q db.DB, secret string) (KeyHolder,
 		h.Role = RoleUser
 	}
 	return h, nil
-}
-
-func newAPIKeySecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return APIKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-func hashAPIKey(secret string) []byte {
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
-}
-
-// wellFormedAPIKey checks a presented key's shape.
-func wellFormedAPIKey(secret string) bool {
-	if len(secret) != apiKeySecretLen || !strings.HasPrefix(secret, APIKeyPrefix) {
-		return false
-	}
-	_, err := base64.RawURLEncoding.DecodeString(secret[len(APIKeyPrefix):])
-	return err == nil
 }
 
 const apiKeyColumns = "id::text, name, prefix, scopes, created_at, expires_at, last_used_at"

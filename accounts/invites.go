@@ -2,9 +2,6 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -74,7 +71,7 @@ func CreateInvite(ctx context.Context, q db.DB, n NewInvite) (Invite, string, er
 	if n.Role == ProjectOwner && n.ActorRole != ProjectOwner {
 		return Invite{}, "", ErrOwnerOnly
 	}
-	token := InvitePrefix + randomToken()
+	token := secretKind(InvitePrefix).newSecret()
 	var inv Invite
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
 		if err := checkInvitable(ctx, tx, n.ProjectID, n.Email); err != nil {
@@ -83,7 +80,7 @@ func CreateInvite(ctx context.Context, q db.DB, n NewInvite) (Invite, string, er
 		return scanInvite(tx.QueryRow(ctx, `
 			INSERT INTO project_invites (project_id, email, role, token_hash, invited_by, expires_at)
 			VALUES ($1, $2, $3, $4, $5, now() + $6::interval) RETURNING `+inviteColumns,
-			n.ProjectID, n.Email, n.Role, hashToken(token), n.InvitedBy, InviteTTL.String()), &inv)
+			n.ProjectID, n.Email, n.Role, hashSecret(token), n.InvitedBy, InviteTTL.String()), &inv)
 	})
 	if err != nil {
 		return Invite{}, "", translate(err, ErrProjectNotFound)
@@ -180,7 +177,7 @@ func acceptInvite(ctx context.Context, tx pgx.Tx, token, userID, email string) (
 	err := tx.QueryRow(ctx, `
 		UPDATE project_invites i SET accepted_at = now(), accepted_by = $2
 		WHERE token_hash = $1 `+pendingInvite+`
-		RETURNING project_id::text, email, role`, hashToken(token), userID).Scan(&projectID, &invited, &role)
+		RETURNING project_id::text, email, role`, hashSecret(token), userID).Scan(&projectID, &invited, &role)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", ErrInviteNotFound
@@ -205,15 +202,4 @@ func (Invites) RedeemInvite(ctx context.Context, tx pgx.Tx, token, email, userID
 		return ErrInviteInvalid
 	}
 	return err
-}
-
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func hashToken(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
 }

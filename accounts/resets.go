@@ -3,9 +3,6 @@ package accounts
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,7 +24,6 @@ const ResetTTL = time.Hour
 // what a leaked string is.
 const ResetTokenPrefix = "sbr_"
 
-const resetTokenLen = len(ResetTokenPrefix) + 43 // 32 bytes, unpadded base64url
 
 // Errors of password changes and resets.
 var (
@@ -93,13 +89,11 @@ func setPassword(ctx context.Context, q db.DB, target string, args ...any) (User
 // valid ResetTTL; only its SHA-256 is stored. ErrUserNotFound for no such
 // account.
 func NewPasswordReset(ctx context.Context, q db.DB, userID string) (string, time.Time, error) {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	token := ResetTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	token := secretKind(ResetTokenPrefix).newSecret()
 	var expires time.Time
 	err := q.QueryRow(ctx, `
 		INSERT INTO password_resets (token_hash, user_id, expires_at) VALUES ($1, $2, now() + $3::interval)
-		RETURNING expires_at`, hashResetToken(token), userID, ResetTTL.String()).Scan(&expires)
+		RETURNING expires_at`, hashSecret(token), userID, ResetTTL.String()).Scan(&expires)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("new password reset: %w", translate(err, ErrUserNotFound))
 	}
@@ -115,11 +109,11 @@ func (p *Passwords) ResetPassword(ctx context.Context, q db.DB, token, password 
 	if err := CheckNewPassword(password); err != nil {
 		return User{}, err
 	}
-	if !wellFormedResetToken(token) {
+	if !secretKind(ResetTokenPrefix).wellFormed(token) {
 		return User{}, ErrResetLinkInvalid
 	}
 	// A cheap look first, so a guessed token costs no hashing.
-	link := hashResetToken(token)
+	link := hashSecret(token)
 	err := q.QueryRow(ctx, `
 		SELECT FROM password_resets
 		WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()`, link).Scan()
@@ -152,15 +146,3 @@ func ResetURL(publicURL, token string) string {
 	return strings.TrimRight(publicURL, "/") + "/console/#/reset?token=" + token
 }
 
-func hashResetToken(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
-}
-
-func wellFormedResetToken(token string) bool {
-	if len(token) != resetTokenLen || !strings.HasPrefix(token, ResetTokenPrefix) {
-		return false
-	}
-	_, err := base64.RawURLEncoding.DecodeString(token[len(ResetTokenPrefix):])
-	return err == nil
-}
