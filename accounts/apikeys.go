@@ -28,7 +28,7 @@ import (
 const APIKeyPrefix = "sbk_"
 
 const (
-	apiKeyShownLen  = len(APIKeyPrefix) + 8  // the part lists show
+	apiKeyShownLen = len(APIKeyPrefix) + 8 // the part lists show
 )
 
 // MaxAPIKeysPerUser bounds the keys of one account.

@@ -24,7 +24,6 @@ const ResetTTL = time.Hour
 // what a leaked string is.
 const ResetTokenPrefix = "sbr_"
 
-
 // Errors of password changes and resets.
 var (
 	ErrWrongCurrentPassword error = &ForbiddenError{"the current password is wrong"}
@@ -145,4 +144,3 @@ func resetErr(err error) error {
 func ResetURL(publicURL, token string) string {
 	return strings.TrimRight(publicURL, "/") + "/console/#/reset?token=" + token
 }
-
