@@ -26,7 +26,7 @@ type testBundle struct {
 
 // setup gives a test its own database (claims see every due task in it),
 // an insert-only River client and a user.
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
@@ -38,7 +38,7 @@ func setup(t *testing.T) *testBundle {
 }
 
 // task creates an active publish task due at its first tick; mods adjust it.
-func (b *testBundle) task(t *testing.T, mods ...func(*Task)) Task {
+func (b *testBundle) task(t testing.TB, mods ...func(*Task)) Task {
 	t.Helper()
 	task := Task{OwnerID: b.owner, ProjectID: b.project, Name: "tick", Schedule: new("@every 1s"), Active: true,
 		Action: Action{Type: ActionPublish, Event: "tick"}}

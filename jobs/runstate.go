@@ -27,7 +27,8 @@ var RunStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusF
 // A run's state machine: every write of task_runs and task_run_attempts.
 //
 //	inserted queued  by a claimed tick (insertTickRuns), a trigger or retry
-//	                 (insertManualRun), a backfill (insertBackfillRuns)
+//	                 (insertManualRun), a batch trigger (insertManualRuns),
+//	                 a backfill (insertBackfillRuns)
 //	queued → running                         startRuns (StartRun, RunWriter)
 //	running → succeeded, failed, or queued   finishAttempts (FinishAttempt,
 //	          for a retry                    RunWriter)
@@ -138,6 +139,42 @@ func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRe
 		return Run{}, fmt.Errorf("trigger run: %w", err)
 	}
 	return run, nil
+}
+
+// insertManualRuns inserts the runs of a batch trigger (ids[i] for
+// reqs[i]), whose overlap the caller decided under the task's row lock,
+// and counts them on the task. It returns them in the order of ids.
+func insertManualRuns(ctx context.Context, tx pgx.Tx, taskID string, ids []string, reqs []TriggerRequest) ([]Run, error) {
+	runAt := make([]*time.Time, len(reqs))
+	payloads := make([]*string, len(reqs))
+	for i, r := range reqs {
+		runAt[i] = r.RunAt
+		if len(r.Payload) > 0 {
+			payloads[i] = new(string(r.Payload))
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		WITH task AS (
+			UPDATE tasks SET run_count = run_count + cardinality($2::uuid[]), last_run_at = now() WHERE id = $1
+		), inserted AS (
+			INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload)
+			SELECT i.id, $1, 'manual', coalesce(i.run_at, now()), i.payload::jsonb
+			FROM unnest($2::uuid[], $3::timestamptz[], $4::text[]) AS i(id, run_at, payload)
+			RETURNING r.*
+		)
+		SELECT `+runColumns+` FROM inserted r JOIN unnest($2::uuid[]) WITH ORDINALITY AS o(id, n) ON o.id = r.id
+		ORDER BY o.n`, taskID, ids, runAt, payloads)
+	if err != nil {
+		return nil, fmt.Errorf("trigger batch: insert runs: %w", err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+		var r Run
+		return r, row.Scan(runDest(&r)...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trigger batch: insert runs: %w", err)
+	}
+	return runs, nil
 }
 
 // insertBackfillRuns inserts a scheduled run for each tick that has none

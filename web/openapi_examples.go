@@ -78,6 +78,15 @@ var operationExamples = map[string][]example{
 		{value: `{"payload":{"invoice":"INV-2041"},"idempotency_key":"invoice-INV-2041"}`},
 		{status: 202, value: exRun},
 	},
+	"task-run-batch-create": {
+		{value: `{"items":[{"payload":{"invoice":"INV-2041"},"idempotency_key":"invoice-INV-2041"},` +
+			`{"payload":{"invoice":"INV-2042"},"idempotency_key":"invoice-INV-2042","run_at":"2026-12-01T09:00:00Z"},` +
+			`{"payload":{"invoice":"INV-2041"},"idempotency_key":"invoice-INV-2041"}]}`},
+		{status: 200, value: `{"created":1,"replayed":1,"failed":1,"items":[{"status":202,"replayed":false,"run":` + exRun + `},` +
+			`{"status":422,"replayed":false,"problem":{"status":422,"title":"Unprocessable Entity",` +
+			`"detail":"run_at is in the past; omit it to run now","errors":[{"location":"body.items[1].run_at","message":"run_at is in the past; omit it to run now"}]}},` +
+			`{"status":200,"replayed":true,"run":` + exRun + `}]}`},
+	},
 	"task-run-list": {{status: 200, value: `{"items":[` + exRun + `],"next_cursor":null}`}},
 	"run-list":      {{param: "status", value: `"failed"`}, {status: 200, value: `{"items":[` + exRun + `],"next_cursor":null}`}},
 	"run-get":       {{status: 200, value: exRun}},

@@ -137,6 +137,7 @@ func registerRuns(api huma.API, s *Server) {
 		Description: "With status=failed: the dead-letter view, every failed run to inspect or retry.",
 		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
 	}, s.listOwnerRuns)
+	registerRunBatch(api, s)
 }
 
 type attemptListOutput struct {

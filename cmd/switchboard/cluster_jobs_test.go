@@ -16,7 +16,7 @@ import (
 )
 
 // createTask creates a task through srv and returns its id.
-func createTask(t *testing.T, srv string, token string, task map[string]any) string {
+func createTask(t testing.TB, srv string, token string, task map[string]any) string {
 	t.Helper()
 	status, body := call(t, http.MethodPost, srv+"/v1/tasks", task, token)
 	if status != http.StatusCreated {
@@ -221,7 +221,7 @@ func TestSIGTERMLetsTheRunningJobFinish(t *testing.T) {
 }
 
 // registerUserAt registers through a base URL (an OS-process replica).
-func registerUserAt(t *testing.T, base, email string) (token, id string) {
+func registerUserAt(t testing.TB, base, email string) (token, id string) {
 	t.Helper()
 	status, body := call(t, http.MethodPost, base+"/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
 	if status != http.StatusCreated {

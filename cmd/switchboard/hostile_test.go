@@ -166,6 +166,7 @@ func TestHostileInputs(t *testing.T) {
 		}
 	})
 	t.Run("routes outside the document", func(t *testing.T) { h.t = t; h.fuzzRaw() })
+	t.Run("batch trigger bounds", func(t *testing.T) { h.t = t; h.fuzzBatch() })
 	t.Run("WebSocket frames", func(t *testing.T) { h.t = t; h.fuzzFrames() })
 	h.t = t
 	if status, body := call(t, http.MethodGet, srv.URL+"/healthz/ready", nil, ""); status != http.StatusOK {
@@ -271,6 +272,7 @@ func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 		"/v1/projects/{id}/invites":           `{"email":"fuzz-invite@example.com","role":"viewer"}`,
 		"/v1/projects/{id}/members/{user_id}": `{"role":"viewer"}`,
 		"/v1/invites/accept":                  `{"token":"sbi_unknown"}`,
+		"/v1/tasks/{id}/runs/batch":           `{"items":[{"payload":1},{"idempotency_key":"k"}]}`,
 	}[op.path]
 	if op.method == http.MethodPatch {
 		raw = `{}`
@@ -436,8 +438,9 @@ func (h *hostile) fuzzRaw() {
 	}
 }
 
-// send makes one request and checks the answer and the stored state.
-func (h *hostile) send(method, path string, body []byte, token string, header http.Header) {
+// send makes one request and checks the answer and the stored state; it
+// returns the answer's status.
+func (h *hostile) send(method, path string, body []byte, token string, header http.Header) int {
 	h.t.Helper()
 	h.sent++
 	before := h.snapshot()
@@ -476,6 +479,7 @@ func (h *hostile) send(method, path string, body []byte, token string, header ht
 			h.t.Errorf("%s %s (%s) was refused with %d but changed the stored state", method, shorten(path), shorten(string(body)), res.StatusCode)
 		}
 	}
+	return res.StatusCode
 }
 
 // snapshot is a digest of every table a request may write.
@@ -575,4 +579,31 @@ func shorten(s string) string {
 		return fmt.Sprintf("%q…(%d bytes)", s[:120], len(s))
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// fuzzBatch sends batch triggers over their bounds: too many items, a
+// body over its limit, malformed items. Each is refused whole.
+func (h *hostile) fuzzBatch() {
+	path := "/v1/tasks/" + h.taskID + "/runs/batch"
+	items := func(n int, item string) []byte {
+		return []byte(`{"items":[` + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + `]}`)
+	}
+	for _, c := range []struct {
+		body []byte
+		want int
+	}{
+		{items(1001, `{}`), http.StatusUnprocessableEntity},
+		{items(0, `{}`), http.StatusUnprocessableEntity},
+		{items(200, `{"payload":"`+strings.Repeat("p", 50000)+`"}`), http.StatusRequestEntityTooLarge},
+		{items(3, `{"run_at":"tomorrow"}`), http.StatusUnprocessableEntity},
+		{items(3, `{"idempotency_key":"`+strings.Repeat("k", 256)+`"}`), http.StatusUnprocessableEntity},
+		{items(3, `{"idempotency_key":7}`), http.StatusUnprocessableEntity},
+		{items(2, `{"unknown":1}`), http.StatusUnprocessableEntity},
+		{items(2, `[]`), http.StatusUnprocessableEntity},
+		{[]byte(`{"items":[{}],"extra":1}`), http.StatusUnprocessableEntity},
+	} {
+		if got := h.send(http.MethodPost, path, c.body, h.user, nil); got != c.want {
+			h.t.Errorf("batch %s: %d, want %d", shorten(string(c.body)), got, c.want)
+		}
+	}
 }

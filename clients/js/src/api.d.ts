@@ -920,6 +920,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}/runs/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a task up to 1 000 times, each with its own input
+         * @description One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+         */
+        post: operations["task-run-batch-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{id}/rpc": {
         parameters: {
             query?: never;
@@ -1158,6 +1178,42 @@ export interface components {
              * @description River jobs scheduled or waiting to retry, due or not
              */
             scheduled_jobs: number;
+        };
+        BatchItemResult: {
+            /** @description why this item made nothing (409 or 422); absent otherwise */
+            problem?: components["schemas"]["ErrorModel"];
+            /** @description true: run is the earlier run its idempotency_key names (made before, or by an earlier item of this batch) */
+            replayed: boolean;
+            /** @description the run made or found; absent when status is 409 or 422 */
+            run?: components["schemas"]["Run"];
+            /**
+             * Format: int64
+             * @description 202 created; 200 the earlier run of a repeated idempotency_key (replayed); 409 or 422: this item made nothing, see problem
+             */
+            status: number;
+        };
+        BatchTriggerInputBody: {
+            /** @description the runs to make, each with its own input; answered in this order */
+            items: components["schemas"]["TriggerBody"][];
+        };
+        BatchTriggerOutputBody: {
+            /**
+             * Format: int64
+             * @description items that made a run
+             */
+            created: number;
+            /**
+             * Format: int64
+             * @description items that made nothing (409 or 422)
+             */
+            failed: number;
+            /** @description one answer per item, in input order */
+            items: components["schemas"]["BatchItemResult"][];
+            /**
+             * Format: int64
+             * @description items answered with an earlier run
+             */
+            replayed: number;
         };
         DisconnectResult: {
             /** @description ids of the nodes that applied it */
@@ -6217,6 +6273,107 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "task-run-batch-create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchTriggerInputBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchTriggerOutputBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

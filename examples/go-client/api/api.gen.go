@@ -778,6 +778,42 @@ type Backlog struct {
 	ScheduledJobs int64 `json:"scheduled_jobs"`
 }
 
+// BatchItemResult defines model for BatchItemResult.
+type BatchItemResult struct {
+	// Problem why this item made nothing (409 or 422); absent otherwise
+	Problem *ErrorModel `json:"problem,omitempty"`
+
+	// Replayed true: run is the earlier run its idempotency_key names (made before, or by an earlier item of this batch)
+	Replayed bool `json:"replayed"`
+
+	// Run the run made or found; absent when status is 409 or 422
+	Run *Run `json:"run,omitempty"`
+
+	// Status 202 created; 200 the earlier run of a repeated idempotency_key (replayed); 409 or 422: this item made nothing, see problem
+	Status int64 `json:"status"`
+}
+
+// BatchTriggerInputBody defines model for BatchTriggerInputBody.
+type BatchTriggerInputBody struct {
+	// Items the runs to make, each with its own input; answered in this order
+	Items []TriggerBody `json:"items"`
+}
+
+// BatchTriggerOutputBody defines model for BatchTriggerOutputBody.
+type BatchTriggerOutputBody struct {
+	// Created items that made a run
+	Created int64 `json:"created"`
+
+	// Failed items that made nothing (409 or 422)
+	Failed int64 `json:"failed"`
+
+	// Items one answer per item, in input order
+	Items []BatchItemResult `json:"items"`
+
+	// Replayed items answered with an earlier run
+	Replayed int64 `json:"replayed"`
+}
+
 // DisconnectResult defines model for DisconnectResult.
 type DisconnectResult struct {
 	// Acked ids of the nodes that applied it
@@ -1653,6 +1689,12 @@ type TaskRunCreateParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// TaskRunBatchCreateParams defines parameters for TaskRunBatchCreate.
+type TaskRunBatchCreateParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // UsersRpcParams defines parameters for UsersRpc.
 type UsersRpcParams struct {
 	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
@@ -1721,6 +1763,9 @@ type TaskBackfillJSONRequestBody = BackfillInputBody
 
 // TaskRunCreateJSONRequestBody defines body for TaskRunCreate for application/json ContentType.
 type TaskRunCreateJSONRequestBody = TriggerBody
+
+// TaskRunBatchCreateJSONRequestBody defines body for TaskRunBatchCreate for application/json ContentType.
+type TaskRunBatchCreateJSONRequestBody = BatchTriggerInputBody
 
 // UsersRpcJSONRequestBody defines body for UsersRpc for application/json ContentType.
 type UsersRpcJSONRequestBody = RpcInputBody
@@ -2507,6 +2552,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/runs (the `TaskRunCreate` operationId).
 	TaskRunCreate(ctx context.Context, id openapi_types.UUID, params *TaskRunCreateParams, body TaskRunCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRunBatchCreateWithBody Run a task up to 1 000 times, each with its own input
+	//
+	// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+	TaskRunBatchCreateWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRunBatchCreate Run a task up to 1 000 times, each with its own input
+	//
+	// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+	TaskRunBatchCreate(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, body TaskRunBatchCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UsersRpcWithBody Call a user's client and wait for its answer
 	//
@@ -3899,6 +3962,44 @@ func (c *Client) TaskRunCreateWithBody(ctx context.Context, id openapi_types.UUI
 // Corresponds with POST /v1/tasks/{id}/runs (the `TaskRunCreate` operationId).
 func (c *Client) TaskRunCreate(ctx context.Context, id openapi_types.UUID, params *TaskRunCreateParams, body TaskRunCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTaskRunCreateRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRunBatchCreateWithBody Run a task up to 1 000 times, each with its own input
+//
+// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+func (c *Client) TaskRunBatchCreateWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRunBatchCreateRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRunBatchCreate Run a task up to 1 000 times, each with its own input
+//
+// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+func (c *Client) TaskRunBatchCreate(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, body TaskRunBatchCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRunBatchCreateRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6660,6 +6761,68 @@ func NewTaskRunCreateRequestWithBody(server string, id openapi_types.UUID, param
 	return req, nil
 }
 
+// NewTaskRunBatchCreateRequest calls the generic TaskRunBatchCreate builder with application/json body
+func NewTaskRunBatchCreateRequest(server string, id openapi_types.UUID, params *TaskRunBatchCreateParams, body TaskRunBatchCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTaskRunBatchCreateRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewTaskRunBatchCreateRequestWithBody constructs an http.Request for the TaskRunBatchCreate method, with any body, and a specified content type
+func NewTaskRunBatchCreateRequestWithBody(server string, id openapi_types.UUID, params *TaskRunBatchCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/runs/batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewUsersRpcRequest calls the generic UsersRpc builder with application/json body
 func NewUsersRpcRequest(server string, id openapi_types.UUID, params *UsersRpcParams, body UsersRpcJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -7526,6 +7689,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/runs (the `TaskRunCreate` operationId).
 	TaskRunCreateWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRunCreateParams, body TaskRunCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRunCreateResponse, error)
+
+	// TaskRunBatchCreateWithBodyWithResponse Run a task up to 1 000 times, each with its own input
+	//
+	// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+	TaskRunBatchCreateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRunBatchCreateResponse, error)
+
+	// TaskRunBatchCreateWithResponse Run a task up to 1 000 times, each with its own input
+	//
+	// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+	TaskRunBatchCreateWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, body TaskRunBatchCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRunBatchCreateResponse, error)
 
 	// UsersRpcWithBodyWithResponse Call a user's client and wait for its answer
 	//
@@ -12410,6 +12591,106 @@ func (r TaskRunCreateResponse) ContentType() string {
 	return ""
 }
 
+// TaskRunBatchCreateResponse429Headers the declared response headers of an HTTP 429 response for TaskRunBatchCreate
+type TaskRunBatchCreateResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type TaskRunBatchCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchTriggerOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TaskRunBatchCreateResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TaskRunBatchCreateResponse) GetJSON200() *BatchTriggerOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON413() *ErrorModel {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TaskRunBatchCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TaskRunBatchCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TaskRunBatchCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TaskRunBatchCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // UsersRpcResponse429Headers the declared response headers of an HTTP 429 response for UsersRpc
 type UsersRpcResponse429Headers struct {
 	RetryAfter          *int
@@ -13754,6 +14035,36 @@ func (c *ClientWithResponses) TaskRunCreateWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseTaskRunCreateResponse(rsp)
+}
+
+// TaskRunBatchCreateWithBodyWithResponse Run a task up to 1 000 times, each with its own input
+//
+// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+func (c *ClientWithResponses) TaskRunBatchCreateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRunBatchCreateResponse, error) {
+	rsp, err := c.TaskRunBatchCreateWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRunBatchCreateResponse(rsp)
+}
+
+// TaskRunBatchCreateWithResponse Run a task up to 1 000 times, each with its own input
+//
+// One transaction for the whole batch; one answer per item, in input order: 202 created, 200 the earlier run of a repeated idempotency_key (also one given by an earlier item), or the item's own 409 or 422 problem while the others proceed. A body that does not fit the schema (more than 1000 items, a malformed item) is a 422 for the whole batch and makes nothing. 409 for a task whose overlap is cancel_other.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/runs/batch (the `TaskRunBatchCreate` operationId).
+func (c *ClientWithResponses) TaskRunBatchCreateWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRunBatchCreateParams, body TaskRunBatchCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRunBatchCreateResponse, error) {
+	rsp, err := c.TaskRunBatchCreate(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRunBatchCreateResponse(rsp)
 }
 
 // UsersRpcWithBodyWithResponse Call a user's client and wait for its answer
@@ -19027,6 +19338,115 @@ func ParseTaskRunCreateResponse(rsp *http.Response) (*TaskRunCreateResponse, err
 	switch {
 	case rsp.StatusCode == 429:
 		var headers TaskRunCreateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTaskRunBatchCreateResponse parses an HTTP response from a TaskRunBatchCreateWithResponse call
+func ParseTaskRunBatchCreateResponse(rsp *http.Response) (*TaskRunBatchCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TaskRunBatchCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchTriggerOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TaskRunBatchCreateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
