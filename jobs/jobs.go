@@ -28,9 +28,10 @@ type RunArgs struct {
 // Kind is River's job kind.
 func (RunArgs) Kind() string { return runJobKind }
 
-// runInsertOpts gives the job its task's retry budget.
-func runInsertOpts(maxAttempts int) *river.InsertOpts {
-	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: maxAttempts}
+// runInsertOpts gives the job its task's retry budget and its run's
+// priority (River's: 1 is fetched first).
+func runInsertOpts(maxAttempts, priority int) *river.InsertOpts {
+	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: maxAttempts, Priority: max(priority, 1)}
 }
 
 // Publisher delivers an event to the stream of one project, which every

@@ -17,7 +17,7 @@ import (
 var ErrRunNotRetryable = fmt.Errorf("%w: only a failed or cancelled run can be retried", db.ErrConflict)
 
 // RetryRun starts a new manual run of a failed or cancelled run's task with
-// the same input, linked to it by retry_of. A run is retried once: asking
+// the same input and priority, linked to it by retry_of. A run is retried once: asking
 // again within the idempotency window answers the same retry (Replayed);
 // to try again after the retry failed, retry the retry.
 func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, runID string) (TriggerResult, error) {
@@ -26,9 +26,10 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 	}
 	var status, taskID string
 	var payload json.RawMessage
+	var priority int
 	err := q.QueryRow(ctx, `
-		SELECT r.status, r.task_id::text, r.payload FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE r.id = $1 AND t.project_id = $2`, runID, projectID).Scan(&status, &taskID, &payload)
+		SELECT r.status, r.task_id::text, r.payload, r.priority FROM task_runs r JOIN tasks t ON t.id = r.task_id
+		WHERE r.id = $1 AND t.project_id = $2`, runID, projectID).Scan(&status, &taskID, &payload, &priority)
 	if err != nil {
 		return TriggerResult{}, db.Translate(err)
 	}
@@ -36,7 +37,7 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 		return TriggerResult{}, ErrRunNotRetryable
 	}
 	return Trigger(ctx, q, client, TriggerRequest{
-		ProjectID: projectID, TaskID: taskID, Payload: payload, RetryOf: runID,
+		ProjectID: projectID, TaskID: taskID, Payload: payload, RetryOf: runID, Priority: priority,
 		IdempotencyKey: retryKeyPrefix + runID,
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,11 +40,12 @@ const runJobKind = "task_run"
 //go:embed backlog.sql
 var backlogSQL string
 
-// runJobs is the run jobs in state, as river_job_prioritized_fetching_index
-// (state, queue, priority, scheduled_at) reads them: the default queue
-// holds only run jobs, all of priority 1 (runInsertOpts).
-func runJobs(state string) string {
-	return `river_job WHERE state = '` + state + `' AND queue = 'default' AND priority = 1`
+// runJobs is the run jobs of one priority in state, as
+// river_job_prioritized_fetching_index (state, queue, priority,
+// scheduled_at) reads them: the default queue holds only run jobs, of
+// priorities 1 to MaxPriority (runInsertOpts).
+func runJobs(state string, priority int) string {
+	return `river_job WHERE state = '` + state + `' AND queue = 'default' AND priority = ` + strconv.Itoa(priority)
 }
 
 // runJobsNextSQL is the earliest future scheduled_at of a run job that
@@ -59,12 +62,22 @@ var runJobsNextSQL = `LEAST(` + jobMin("available") + `, ` + jobMin("scheduled")
 // running client (scheduled, retryable).
 var runJobsDueSQL = jobDue("available") + ` OR ` + jobDue("scheduled") + ` OR ` + jobDue("retryable")
 
+// why: one index-only lookup per priority; an IN over the priorities
+// would read every matching job for the min.
 func jobMin(state string) string {
-	return `(SELECT min(scheduled_at) FROM ` + runJobs(state) + ` AND scheduled_at > now())`
+	mins := make([]string, MaxPriority)
+	for p := range MaxPriority {
+		mins[p] = `(SELECT min(scheduled_at) FROM ` + runJobs(state, p+1) + ` AND scheduled_at > now())`
+	}
+	return `LEAST(` + strings.Join(mins, ", ") + `)`
 }
 
 func jobDue(state string) string {
-	return `EXISTS (SELECT 1 FROM ` + runJobs(state) + ` AND scheduled_at <= now())`
+	exists := make([]string, MaxPriority)
+	for p := range MaxPriority {
+		exists[p] = `EXISTS (SELECT 1 FROM ` + runJobs(state, p+1) + ` AND scheduled_at <= now())`
+	}
+	return `(` + strings.Join(exists, " OR ") + `)`
 }
 
 // lastRunJobSQL is the state of the latest job of the run whose id is the

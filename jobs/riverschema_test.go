@@ -139,7 +139,7 @@ func TestRiverInsertNotification(t *testing.T) {
 		}
 		return payload
 	}
-	if _, err := b.river.Insert(ctx, RunArgs{RunID: "r", TaskID: "t"}, runInsertOpts(1)); err != nil {
+	if _, err := b.river.Insert(ctx, RunArgs{RunID: "r", TaskID: "t"}, runInsertOpts(1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	river := next("River's insert")
@@ -188,7 +188,7 @@ func TestRiverReadsWhatWeWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := runInsertOpts(1)
+		opts := runInsertOpts(1, 1)
 		opts.ScheduledAt = time.Now().Add(time.Hour)
 		marked, mark := markInsertAvailable(ctx)
 		for _, tc := range []struct {

@@ -38,17 +38,18 @@ type Run struct {
 	Payload         json.RawMessage `json:"payload" doc:"the run's input (webhook body or publish payload); null: the task's own"`
 	RetryOf         *string         `json:"retry_of" format:"uuid" doc:"the failed or cancelled run this one retries"`
 	NextAttemptAt   *time.Time      `json:"next_attempt_at" doc:"while queued between attempts: when the next attempt is due"`
+	Priority        int             `json:"priority" minimum:"1" maximum:"4" doc:"1 (first) to 4 (last): its trigger's, or its task's when made"`
 	CreatedAt       time.Time       `json:"created_at"`
 }
 
 const runColumns = `r.id::text, r.task_id::text, r.status, r.trigger, r.scheduled_for, r.started_at, r.finished_at,
 	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks,
-	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at`
+	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at, r.priority`
 
 func runDest(r *Run) []any {
 	return []any{&r.ID, &r.TaskID, &r.Status, &r.Trigger, &r.ScheduledFor, &r.StartedAt, &r.FinishedAt,
 		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks,
-		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt}
+		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt, &r.Priority}
 }
 
 // ErrRunActive is returned by TriggerRun when the task's overlap policy is
@@ -229,5 +230,5 @@ func nilIfZero[T comparable](v T) *T {
 
 func taskDest(t *Task) []any {
 	return []any{&t.ID, &t.OwnerID, &t.ProjectID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
-		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
+		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.Priority, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
 }

@@ -101,8 +101,8 @@ func overlapAdmits(overlap, taskID string) string {
 // check cannot race a concurrent insert.
 func insertTickRuns(ctx context.Context, tx pgx.Tx, ids []string, ticks []time.Time, skipped []int32) ([]Run, error) {
 	rows, err := tx.Query(ctx, `
-		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks)
-		SELECT i.task_id, 'schedule', i.tick, i.skipped
+		INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, skipped_ticks, priority)
+		SELECT i.task_id, 'schedule', i.tick, i.skipped, t.priority
 		FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS i(task_id, tick, skipped)
 			JOIN tasks t ON t.id = i.task_id
 		WHERE `+overlapAdmits("t.overlap", "i.task_id")+`
@@ -124,14 +124,14 @@ func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRe
 	var run Run
 	err := tx.QueryRow(ctx, `
 		WITH task AS (
-			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $2 RETURNING overlap
+			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $2 RETURNING overlap, priority
 		)
-		INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload, retry_of)
-		SELECT $1, $2, 'manual', coalesce($3::timestamptz, now()), $4::jsonb, $5::uuid FROM task
+		INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload, retry_of, priority)
+		SELECT $1, $2, 'manual', coalesce($3::timestamptz, now()), $4::jsonb, $5::uuid, coalesce($6, task.priority) FROM task
 		-- why: conditional insert, no read-then-write; the task row lock
 		-- serialises it with claims and other triggers.
 		WHERE `+overlapAdmits("task.overlap", "$2")+`
-		RETURNING `+runColumns, runID, req.TaskID, req.RunAt, jsonArg(req.Payload), nilIfZero(req.RetryOf)).Scan(runDest(&run)...)
+		RETURNING `+runColumns, runID, req.TaskID, req.RunAt, jsonArg(req.Payload), nilIfZero(req.RetryOf), nilIfZero(req.Priority)).Scan(runDest(&run)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrRunActive
 	}
@@ -147,23 +147,24 @@ func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRe
 func insertManualRuns(ctx context.Context, tx pgx.Tx, taskID string, ids []string, reqs []TriggerRequest) ([]Run, error) {
 	runAt := make([]*time.Time, len(reqs))
 	payloads := make([]*string, len(reqs))
+	priorities := make([]*int, len(reqs))
 	for i, r := range reqs {
-		runAt[i] = r.RunAt
+		runAt[i], priorities[i] = r.RunAt, nilIfZero(r.Priority)
 		if len(r.Payload) > 0 {
 			payloads[i] = new(string(r.Payload))
 		}
 	}
 	rows, err := tx.Query(ctx, `
 		WITH task AS (
-			UPDATE tasks SET run_count = run_count + cardinality($2::uuid[]), last_run_at = now() WHERE id = $1
+			UPDATE tasks SET run_count = run_count + cardinality($2::uuid[]), last_run_at = now() WHERE id = $1 RETURNING priority
 		), inserted AS (
-			INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload)
-			SELECT i.id, $1, 'manual', coalesce(i.run_at, now()), i.payload::jsonb
-			FROM unnest($2::uuid[], $3::timestamptz[], $4::text[]) AS i(id, run_at, payload)
+			INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload, priority)
+			SELECT i.id, $1, 'manual', coalesce(i.run_at, now()), i.payload::jsonb, coalesce(i.priority, task.priority)
+			FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::int[]) AS i(id, run_at, payload, priority), task
 			RETURNING r.*
 		)
 		SELECT `+runColumns+` FROM inserted r JOIN unnest($2::uuid[]) WITH ORDINALITY AS o(id, n) ON o.id = r.id
-		ORDER BY o.n`, taskID, ids, runAt, payloads)
+		ORDER BY o.n`, taskID, ids, runAt, payloads, priorities)
 	if err != nil {
 		return nil, fmt.Errorf("trigger batch: insert runs: %w", err)
 	}
@@ -182,8 +183,8 @@ func insertManualRuns(ctx context.Context, tx pgx.Tx, taskID string, ids []strin
 func insertBackfillRuns(ctx context.Context, tx pgx.Tx, taskID string, ticks []time.Time) ([]Run, error) {
 	rows, err := tx.Query(ctx, `
 		WITH inserted AS (
-			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
-			SELECT $1, 'schedule', tick FROM unnest($2::timestamptz[]) AS tick
+			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, priority)
+			SELECT $1, 'schedule', tick, (SELECT priority FROM tasks WHERE id = $1) FROM unnest($2::timestamptz[]) AS tick
 			-- why: the tick key makes every tick run once, claimed or backfilled.
 			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 			RETURNING `+runColumns+`

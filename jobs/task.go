@@ -28,6 +28,12 @@ const (
 	OverlapCancelOther = "cancel_other"
 )
 
+// Run priorities: River's job priorities, 1 fetched first.
+const (
+	DefaultPriority = 1
+	MaxPriority     = 4
+)
+
 // MaxMaxConcurrency bounds max_concurrency.
 const MaxMaxConcurrency = 100
 
@@ -67,6 +73,7 @@ type Task struct {
 	MaxConcurrency *int       `json:"max_concurrency" doc:"with overlap allow: at most this many runs running at once, across all workers; null: no limit"`
 	MaxAttempts    int        `json:"max_attempts"`
 	TimeoutSeconds int        `json:"timeout_seconds"`
+	Priority       int        `json:"priority" minimum:"1" maximum:"4" doc:"its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first"`
 	SigningSecret  string     `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create"`
 	NextRunAt      *time.Time `json:"next_run_at"`
 	LastRunAt      *time.Time `json:"last_run_at"`
@@ -126,6 +133,12 @@ func (t *Task) Normalize(allowPrivate bool) error {
 		case *m < 1 || *m > MaxMaxConcurrency:
 			return invalid("max_concurrency", "max_concurrency must be 1 to %d", MaxMaxConcurrency)
 		}
+	}
+	if t.Priority == 0 {
+		t.Priority = DefaultPriority
+	}
+	if t.Priority < 1 || t.Priority > MaxPriority {
+		return invalid("priority", "priority must be 1 to %d", MaxPriority)
 	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = DefaultMaxAttempts

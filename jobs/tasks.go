@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 )
 
 const taskColumns = `t.id::text, t.owner_id::text, t.project_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
-	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
+	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.priority, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
 
 func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
 
@@ -43,10 +44,11 @@ func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	secret := NewSigningSecret()
 	var out Task
 	err = scanTask(q.QueryRow(ctx, `
-		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency, project_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency, project_id, priority)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+taskColumns,
-		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency, nullIfEmpty(t.ProjectID)), &out)
+		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency, nullIfEmpty(t.ProjectID),
+		cmp.Or(t.Priority, DefaultPriority)), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
 	}
@@ -111,6 +113,7 @@ type TaskPatch struct {
 	MaxConcurrency **int // nil keeps it; a nil *int removes the limit
 	MaxAttempts    *int
 	TimeoutSeconds *int
+	Priority       *int
 }
 
 func (p TaskPatch) apply(t *Task) (reschedule bool) {
@@ -124,6 +127,7 @@ func (p TaskPatch) apply(t *Task) (reschedule bool) {
 	}
 	set(&t.MaxAttempts, p.MaxAttempts)
 	set(&t.TimeoutSeconds, p.TimeoutSeconds)
+	set(&t.Priority, p.Priority)
 	if p.Schedule != nil {
 		old := t.Schedule
 		t.Schedule = *p.Schedule
@@ -188,10 +192,10 @@ func UpdateTask(ctx context.Context, q db.DB, projectID, id string, p TaskPatch,
 	var out Task
 	err = scanTask(tx.QueryRow(ctx, `
 		UPDATE tasks t SET name = $3, schedule = $4, timezone = $5, action = $6, active = $7, overlap = $8,
-			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, max_concurrency = $12, updated_at = now()
+			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, max_concurrency = $12, priority = $13, updated_at = now()
 		WHERE t.id = $1 AND t.project_id = $2
 		RETURNING `+taskColumns,
-		id, projectID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency), &out)
+		id, projectID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency, t.Priority), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("update task: %w", db.Translate(err))
 	}

@@ -42,6 +42,8 @@ type TriggerRequest struct {
 	IdempotencyKey string
 	// RetryOf links the run to the run it retries.
 	RetryOf string
+	// Priority of the run, 1 to MaxPriority; 0: its task's.
+	Priority int
 }
 
 // TriggerResult is the run a trigger made, or found.
@@ -69,6 +71,9 @@ func (r *TriggerRequest) validate(now time.Time) error {
 	}
 	if strings.ContainsFunc(r.IdempotencyKey, unicode.IsControl) {
 		return invalid("idempotency_key", "idempotency_key cannot contain control characters")
+	}
+	if r.Priority < 0 || r.Priority > MaxPriority {
+		return invalid("priority", "priority must be 1 to %d", MaxPriority)
 	}
 	if r.RunAt == nil {
 		return nil
@@ -168,7 +173,7 @@ func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string
 // scheduled: River's scheduler makes it available up to 5 s early and the run
 // starts at the first fetch poll after run_at, as in poll-only mode.
 func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
-	opts := runInsertOpts(maxAttempts)
+	opts := runInsertOpts(maxAttempts, run.Priority)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
 		ctx, _ = markInsertAvailable(ctx)

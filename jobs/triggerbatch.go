@@ -242,7 +242,7 @@ func enqueueRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], r
 	params := make([]river.InsertManyParams, len(runs))
 	var delayed bool
 	for i, r := range runs {
-		opts := runInsertOpts(maxAttempts)
+		opts := runInsertOpts(maxAttempts, r.Priority)
 		if at := reqs[i].RunAt; at != nil {
 			opts.ScheduledAt, delayed = *at, true
 		}

@@ -161,7 +161,7 @@ const (
 
 	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","project_id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
 		`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}},` +
-		`"active":true,"overlap":"skip","max_concurrency":null,"max_attempts":3,"timeout_seconds":30,` +
+		`"active":true,"overlap":"skip","max_concurrency":null,"max_attempts":3,"timeout_seconds":30,"priority":1,` +
 		`"next_run_at":"2026-12-02T02:00:00Z","last_run_at":"2026-12-01T02:00:00Z","run_count":14,"skipped_ticks":0,` +
 		`"created_at":"2026-11-17T08:30:00Z","updated_at":"2026-11-17T08:30:00Z"`
 	exTask           = `{` + exTaskFields + `}`
@@ -170,7 +170,7 @@ const (
 	exRunFields = `"id":"1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a0b","task_id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","trigger":"manual",` +
 		`"scheduled_for":"2026-12-01T09:00:00Z","attempt":0,"payload":{"invoice":"INV-2041"},"started_at":null,"finished_at":null,` +
 		`"duration_ms":null,"http_status":null,"error":null,"response_excerpt":null,"next_attempt_at":null,"retry_of":null,` +
-		`"skipped_ticks":0,"created_at":"2026-12-01T09:00:00Z"`
+		`"skipped_ticks":0,"priority":1,"created_at":"2026-12-01T09:00:00Z"`
 	exRun          = `{` + exRunFields + `,"status":"queued"}`
 	exRunCancelled = `{` + exRunFields + `,"status":"cancelled"}`
 )

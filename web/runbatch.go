@@ -58,7 +58,7 @@ func (s *Server) triggerBatch(ctx context.Context, in *batchTriggerInput) (*batc
 	}
 	reqs := make([]jobs.TriggerRequest, len(in.Body.Items))
 	for i, it := range in.Body.Items {
-		reqs[i] = jobs.TriggerRequest{Payload: it.Payload, RunAt: it.RunAt, IdempotencyKey: it.IdempotencyKey}
+		reqs[i] = jobs.TriggerRequest{Payload: it.Payload, RunAt: it.RunAt, IdempotencyKey: it.IdempotencyKey, Priority: it.Priority}
 	}
 	results, err := jobs.TriggerBatch(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID, reqs)
 	if errors.Is(err, jobs.ErrBatchCancelOther) {

@@ -37,6 +37,7 @@ type triggerBody struct {
 	Payload        json.RawMessage `json:"payload,omitempty" doc:"this run's input: the webhook body, or the publish payload; at most 64 KiB; default the task's"`
 	RunAt          *time.Time      `json:"run_at,omitempty" doc:"run at this time (at most 30 days ahead) instead of now"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty" maxLength:"255" doc:"the same key for the same task within 24 h answers the first run (200) instead of making another"`
+	Priority       int             `json:"priority,omitempty" minimum:"1" maximum:"4" doc:"this run's priority, 1 (first) to 4 (last); default the task's"`
 }
 
 type triggerInput struct {
@@ -218,7 +219,7 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 	}
 	req := jobs.TriggerRequest{ProjectID: principal(ctx).ProjectID, TaskID: in.ID}
 	if b := in.Body; b != nil {
-		req.Payload, req.RunAt, req.IdempotencyKey = b.Payload, b.RunAt, b.IdempotencyKey
+		req.Payload, req.RunAt, req.IdempotencyKey, req.Priority = b.Payload, b.RunAt, b.IdempotencyKey, b.Priority
 	}
 	res, err := jobs.Trigger(ctx, s.opts.Pool, s.opts.River, req)
 	if err != nil {

@@ -20,6 +20,7 @@ type taskCreateBody struct {
 	MaxConcurrency *int        `json:"max_concurrency,omitempty" minimum:"1" maximum:"100" doc:"with overlap allow: at most this many running at once across all workers; the rest wait in order"`
 	MaxAttempts    int         `json:"max_attempts,omitempty" minimum:"1" maximum:"25" doc:"tries per run, default 3"`
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600" doc:"per attempt, default 30"`
+	Priority       int         `json:"priority,omitempty" minimum:"1" maximum:"4" doc:"its runs' priority, 1 (first, default) to 4 (last): when workers are busy, runs of priority 1 start before waiting runs of 2, and so on"`
 }
 
 type taskPatchBody struct {
@@ -32,6 +33,7 @@ type taskPatchBody struct {
 	MaxConcurrency nullableInt    `json:"max_concurrency,omitempty" doc:"null removes the limit"`
 	MaxAttempts    *int           `json:"max_attempts,omitempty" minimum:"1" maximum:"25"`
 	TimeoutSeconds *int           `json:"timeout_seconds,omitempty" minimum:"1" maximum:"600"`
+	Priority       *int           `json:"priority,omitempty" minimum:"1" maximum:"4" doc:"for runs made from now on"`
 }
 
 type taskCreateInput struct {
@@ -110,7 +112,7 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 	t := jobs.Task{
 		OwnerID: principal(ctx).UserID, ProjectID: principal(ctx).ProjectID, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
 		Action: b.Action, Active: b.Active == nil || *b.Active, Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency,
-		MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds,
+		MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds, Priority: b.Priority,
 	}
 	if err := t.Normalize(s.opts.WebhookAllowPrivate); err != nil {
 		return nil, s.taskError(ctx, err)
@@ -145,7 +147,7 @@ func (s *Server) getTask(ctx context.Context, in *taskIDInput) (*taskOutput, err
 func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutput, error) {
 	b := in.Body
 	p := jobs.TaskPatch{Name: b.Name, Schedule: b.Schedule.patch(), Timezone: b.Timezone, Action: b.Action, Active: b.Active,
-		Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency.patch(), MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds}
+		Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency.patch(), MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds, Priority: b.Priority}
 	if err := s.requirePublishRoom(ctx, b.Action); err != nil {
 		return nil, err
 	}

@@ -1629,6 +1629,11 @@ export interface components {
             next_attempt_at: string | null;
             /** @description the run's input (webhook body or publish payload); null: the task's own */
             payload: unknown;
+            /**
+             * Format: int64
+             * @description 1 (first) to 4 (last): its trigger's, or its task's when made
+             */
+            priority: number;
             response_excerpt: string | null;
             /**
              * Format: uuid
@@ -1699,6 +1704,11 @@ export interface components {
             /** @enum {string} */
             overlap: "skip" | "allow" | "buffer_one" | "cancel_other";
             /**
+             * Format: int64
+             * @description its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first
+             */
+            priority: number;
+            /**
              * Format: uuid
              * @description the project the task belongs to
              */
@@ -1741,6 +1751,11 @@ export interface components {
              */
             overlap?: "skip" | "allow" | "buffer_one" | "cancel_other";
             /**
+             * Format: int64
+             * @description its runs' priority, 1 (first, default) to 4 (last): when workers are busy, runs of priority 1 start before waiting runs of 2, and so on
+             */
+            priority?: number;
+            /**
              * @description 5-field cron, 6-field cron with leading seconds, a descriptor such as @hourly, or @every <duration> (at least 1s); omitted or null: an on-demand task, run only when triggered
              * @example *\/5 * * * *
              */
@@ -1771,6 +1786,11 @@ export interface components {
             name?: string;
             /** @enum {string} */
             overlap?: "skip" | "allow" | "buffer_one" | "cancel_other";
+            /**
+             * Format: int64
+             * @description for runs made from now on
+             */
+            priority?: number;
             /** @description null makes the task on-demand */
             schedule?: string | null;
             /** Format: int64 */
@@ -1788,6 +1808,11 @@ export interface components {
             idempotency_key?: string;
             /** @description this run's input: the webhook body, or the publish payload; at most 64 KiB; default the task's */
             payload?: unknown;
+            /**
+             * Format: int64
+             * @description this run's priority, 1 (first) to 4 (last); default the task's
+             */
+            priority?: number;
             /**
              * Format: date-time
              * @description run at this time (at most 30 days ahead) instead of now

@@ -1277,8 +1277,11 @@ type Run struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
 	// Payload the run's input (webhook body or publish payload); null: the task's own
-	Payload         interface{} `json:"payload"`
-	ResponseExcerpt *string     `json:"response_excerpt"`
+	Payload interface{} `json:"payload"`
+
+	// Priority 1 (first) to 4 (last): its trigger's, or its task's when made
+	Priority        int64   `json:"priority"`
+	ResponseExcerpt *string `json:"response_excerpt"`
 
 	// RetryOf the failed or cancelled run this one retries
 	RetryOf      *openapi_types.UUID `json:"retry_of"`
@@ -1343,6 +1346,9 @@ type Task struct {
 	NextRunAt      *time.Time  `json:"next_run_at"`
 	Overlap        TaskOverlap `json:"overlap"`
 
+	// Priority its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first
+	Priority int64 `json:"priority"`
+
 	// ProjectId the project the task belongs to
 	ProjectId openapi_types.UUID `json:"project_id"`
 	RunCount  int64              `json:"run_count"`
@@ -1381,6 +1387,9 @@ type TaskCreateBody struct {
 	// Overlap skip (default): no new run while one is queued or running; allow: runs overlap (see max_concurrency); buffer_one: one run waits behind the running one, further ticks are skipped; cancel_other: a new run cancels the active one
 	Overlap *TaskCreateBodyOverlap `json:"overlap,omitempty"`
 
+	// Priority its runs' priority, 1 (first, default) to 4 (last): when workers are busy, runs of priority 1 start before waiting runs of 2, and so on
+	Priority *int64 `json:"priority,omitempty"`
+
 	// Schedule 5-field cron, 6-field cron with leading seconds, a descriptor such as @hourly, or @every <duration> (at least 1s); omitted or null: an on-demand task, run only when triggered
 	//
 	// Examples: */5 * * * *
@@ -1418,6 +1427,9 @@ type TaskPatchBody struct {
 	Name           *string               `json:"name,omitempty"`
 	Overlap        *TaskPatchBodyOverlap `json:"overlap,omitempty"`
 
+	// Priority for runs made from now on
+	Priority *int64 `json:"priority,omitempty"`
+
 	// Schedule null makes the task on-demand
 	Schedule       *string `json:"schedule,omitempty"`
 	TimeoutSeconds *int64  `json:"timeout_seconds,omitempty"`
@@ -1442,6 +1454,9 @@ type TriggerBody struct {
 
 	// Payload this run's input: the webhook body, or the publish payload; at most 64 KiB; default the task's
 	Payload interface{} `json:"payload,omitempty"`
+
+	// Priority this run's priority, 1 (first) to 4 (last); default the task's
+	Priority *int64 `json:"priority,omitempty"`
 
 	// RunAt run at this time (at most 30 days ahead) instead of now
 	RunAt *time.Time `json:"run_at,omitempty"`
