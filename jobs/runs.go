@@ -39,17 +39,19 @@ type Run struct {
 	RetryOf         *string         `json:"retry_of" format:"uuid" doc:"the failed or cancelled run this one retries"`
 	NextAttemptAt   *time.Time      `json:"next_attempt_at" doc:"while queued between attempts: when the next attempt is due"`
 	Priority        int             `json:"priority" minimum:"1" maximum:"4" doc:"1 (first) to 4 (last): its trigger's, or its task's when made"`
+	Output          json.RawMessage `json:"output" doc:"the JSON body the webhook answered its succeeded attempt with; over the size limit, a string of its first bytes (output_truncated); null: none, or not JSON"`
+	OutputTruncated bool            `json:"output_truncated" doc:"the webhook's answer was larger than the limit: output is a string of its first bytes"`
 	CreatedAt       time.Time       `json:"created_at"`
 }
 
 const runColumns = `r.id::text, r.task_id::text, r.status, r.trigger, r.scheduled_for, r.started_at, r.finished_at,
 	r.attempt, r.duration_ms, r.http_status, r.error, r.response_excerpt, r.skipped_ticks,
-	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at, r.priority`
+	r.payload, r.retry_of::text, r.next_attempt_at, r.created_at, r.priority, r.output, r.output_truncated`
 
 func runDest(r *Run) []any {
 	return []any{&r.ID, &r.TaskID, &r.Status, &r.Trigger, &r.ScheduledFor, &r.StartedAt, &r.FinishedAt,
 		&r.Attempt, &r.DurationMS, &r.HTTPStatus, &r.Error, &r.ResponseExcerpt, &r.SkippedTicks,
-		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt, &r.Priority}
+		&r.Payload, &r.RetryOf, &r.NextAttemptAt, &r.CreatedAt, &r.Priority, &r.Output, &r.OutputTruncated}
 }
 
 // ErrRunActive is returned by TriggerRun when the task's overlap policy is
@@ -207,6 +209,10 @@ type Outcome struct {
 	// StartedAt is when the attempt started (Run.StartedAt after
 	// StartRun); zero: Duration before now.
 	StartedAt time.Time
+	// Output is the run's output (a JSON document; nil: none), kept with a
+	// succeeded outcome; OutputTruncated flags one cut to the limit.
+	Output          json.RawMessage
+	OutputTruncated bool
 }
 
 // attemptStatus is the status of the attempt itself.

@@ -280,14 +280,15 @@ func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunConte
 // updates each run on the conditions FinishAttempt states.
 const finishAttemptsSQL = `
 		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[])
-				AS i(run_id, status, http_status, error, excerpt, duration_ms, attempt_status, attempt, next_attempt_at, started_at)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[],
+				$11::text[], $12::bool[])
+				AS i(run_id, status, http_status, error, excerpt, duration_ms, attempt_status, attempt, next_attempt_at, started_at, output, output_truncated)
 		),
 		` + recordAttempts + `
 		UPDATE task_runs r SET status = i.status, http_status = i.http_status, error = i.error, response_excerpt = i.excerpt,
 			duration_ms = i.duration_ms,
 			finished_at = CASE WHEN i.status IN ('succeeded', 'failed', 'cancelled') THEN now() END,
-			next_attempt_at = i.next_attempt_at
+			next_attempt_at = i.next_attempt_at, output = i.output::jsonb, output_truncated = i.output_truncated
 		FROM input i
 		-- why: the attempt too, so a worker its node was declared dead under
 		-- (its run rescued and started again elsewhere) cannot overwrite the
@@ -302,13 +303,17 @@ func finishArgs(in []finishRequest) []any {
 	httpStatuses, attempts := make([]*int32, n), make([]int32, n)
 	errs, excerpts := make([]*string, n), make([]*string, n)
 	durations, nexts, starts := make([]int64, n), make([]*time.Time, n), make([]*time.Time, n)
+	outputs, truncated := make([]*string, n), make([]bool, n)
 	for i, r := range in {
 		o := r.o
 		ids[i], statuses[i], attemptStatuses[i], attempts[i] = r.runID, o.Status, o.attemptStatus(), int32(o.Attempt)
 		httpStatuses[i], errs[i], excerpts[i] = nilIfZero(int32(o.HTTPStatus)), nilIfZero(o.Error), nilIfZero(o.Excerpt)
 		durations[i], nexts[i], starts[i] = o.Duration.Milliseconds(), o.NextAttemptAt, nilIfZero(o.StartedAt)
+		if o.Status == StatusSucceeded && len(o.Output) > 0 {
+			outputs[i], truncated[i] = new(string(o.Output)), o.OutputTruncated
+		}
 	}
-	return []any{ids, statuses, httpStatuses, errs, excerpts, durations, attemptStatuses, attempts, nexts, starts}
+	return []any{ids, statuses, httpStatuses, errs, excerpts, durations, attemptStatuses, attempts, nexts, starts, outputs, truncated}
 }
 
 // FinishAttempt records an attempt's outcome: it writes the attempt's

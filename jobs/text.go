@@ -1,6 +1,9 @@
 package jobs
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Postgres stores neither a NUL in text nor a \u0000 or a lone UTF-16
 // surrogate in jsonb: a task holding one is refused here, with the field's
@@ -12,6 +15,12 @@ func checkText(field, s string) error {
 		return invalid(field, "%s may not contain NUL characters", field)
 	}
 	return nil
+}
+
+// StorableJSON reports whether raw is a JSON document PostgreSQL's jsonb
+// takes: valid, without \u0000 or unpaired surrogate escapes.
+func StorableJSON(raw []byte) bool {
+	return json.Valid(raw) && checkJSONText("", raw) == nil
 }
 
 // checkJSONText refuses \u0000 and unpaired surrogate escapes in raw, which

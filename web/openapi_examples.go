@@ -170,7 +170,7 @@ const (
 	exRunFields = `"id":"1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a0b","task_id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","trigger":"manual",` +
 		`"scheduled_for":"2026-12-01T09:00:00Z","attempt":0,"payload":{"invoice":"INV-2041"},"started_at":null,"finished_at":null,` +
 		`"duration_ms":null,"http_status":null,"error":null,"response_excerpt":null,"next_attempt_at":null,"retry_of":null,` +
-		`"skipped_ticks":0,"priority":1,"created_at":"2026-12-01T09:00:00Z"`
+		`"skipped_ticks":0,"priority":1,"output":null,"output_truncated":false,"created_at":"2026-12-01T09:00:00Z"`
 	exRun          = `{` + exRunFields + `,"status":"queued"}`
 	exRunCancelled = `{` + exRunFields + `,"status":"cancelled"}`
 )

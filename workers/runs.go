@@ -97,6 +97,8 @@ func (w *runWorker) NextRetry(job *river.Job[jobs.RunArgs]) time.Time {
 type attempt struct {
 	httpStatus int
 	excerpt    string
+	output     json.RawMessage
+	truncated  bool // output is cut to the limit
 	err        error
 	retryable  bool
 	gone       bool
@@ -150,7 +152,8 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 
 // conclude records the attempt and tells River what follows.
 func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], rc jobs.RunContext, a attempt, took time.Duration) error {
-	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded, Attempt: rc.Run.Attempt}
+	o := jobs.Outcome{HTTPStatus: a.httpStatus, Excerpt: a.excerpt, Duration: took, Status: jobs.StatusSucceeded, Attempt: rc.Run.Attempt,
+		Output: a.output, OutputTruncated: a.truncated}
 	if a.err == nil {
 		w.finish(ctx, rc, o)
 		return nil
@@ -269,7 +272,7 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 		}
 		return attempt{err: fmt.Errorf("webhook: %w", err), retryable: true}
 	}
-	out := attempt{httpStatus: res.Status, excerpt: res.Excerpt, retryAfter: res.RetryAfter}
+	out := attempt{httpStatus: res.Status, excerpt: res.Excerpt, retryAfter: res.RetryAfter, output: res.Output, truncated: res.OutputTruncated}
 	switch {
 	case res.Status >= 200 && res.Status < 300:
 	case res.Status == http.StatusGone:

@@ -7,9 +7,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -28,6 +30,10 @@ import (
 // ExcerptLimit caps the response body kept on a run.
 const ExcerptLimit = 1024
 
+// DefaultOutputMax is the largest JSON response kept whole as a run's
+// output (WebhookOptions.OutputMax).
+const DefaultOutputMax = 64 << 10
+
 // WebhookOptions configure the webhook client; zero values mean defaults.
 type WebhookOptions struct {
 	// AllowPrivate lets webhooks reach loopback, private, link-local and
@@ -44,6 +50,9 @@ type WebhookOptions struct {
 	// TracerProvider gives each call a span and the target a traceparent
 	// header; nil, tracing off, neither.
 	TracerProvider trace.TracerProvider
+	// OutputMax is the largest 2xx JSON body kept whole as the run's
+	// output (SWITCHBOARD_RUN_OUTPUT_MAX_BYTES); default DefaultOutputMax.
+	OutputMax int
 }
 
 // WebhookClient makes signed webhook calls that cannot reach addresses the
@@ -61,6 +70,7 @@ type WebhookClient struct {
 func NewWebhookClient(opts WebhookOptions) *WebhookClient {
 	opts.UserAgent = cmp.Or(opts.UserAgent, "Switchboard-Webhook/1")
 	opts.MaxRedirects = cmp.Or(opts.MaxRedirects, 3)
+	opts.OutputMax = cmp.Or(opts.OutputMax, DefaultOutputMax)
 	if opts.LookupIP == nil {
 		opts.LookupIP = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -191,6 +201,11 @@ type WebhookResponse struct {
 	Status     int
 	Excerpt    string
 	RetryAfter time.Duration // 0: none given
+	// Output is a 2xx answer's JSON body (nil: none, or not JSON);
+	// OutputTruncated: it was larger than OutputMax and Output is a JSON
+	// string of its first OutputMax bytes.
+	Output          json.RawMessage
+	OutputTruncated bool
 }
 
 // Send signs and makes the call. An error means no HTTP response arrived
@@ -225,8 +240,32 @@ func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResp
 	}
 	defer res.Body.Close()
 	out := WebhookResponse{Status: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now())}
-	out.Excerpt, _ = readExcerpt(res.Body)
+	answer, _ := io.ReadAll(io.LimitReader(res.Body, int64(c.opts.OutputMax)+1))
+	out.Excerpt = excerpt(answer)
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10)) // so the connection can be reused
+	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		out.Output, out.OutputTruncated = output(answer, c.opts.OutputMax, res.Header.Get("Content-Type"))
+	}
 	return out, nil
+}
+
+// output is the run's output from a 2xx body read up to max+1 bytes: the
+// body itself when it is at most max bytes of JSON jsonb takes; when
+// longer and declared JSON, a JSON string of its first max bytes
+// (truncated); otherwise nil.
+func output(body []byte, max int, contentType string) (json.RawMessage, bool) {
+	if len(body) <= max {
+		if jobs.StorableJSON(body) {
+			return body, false
+		}
+		return nil, false
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return nil, false
+	}
+	cut, _ := json.Marshal(validText(body[:max]))
+	return cut, true
 }
 
 // Sign returns the webhook-signature header value of the Standard Webhooks
@@ -238,11 +277,14 @@ func Sign(key []byte, msgID string, ts time.Time, body []byte) string {
 	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// readExcerpt keeps the first ExcerptLimit bytes as valid UTF-8 text and
-// drains a little more so the connection can be reused.
-func readExcerpt(r io.Reader) (string, error) {
-	b, err := io.ReadAll(io.LimitReader(r, ExcerptLimit))
-	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+// excerpt keeps the first ExcerptLimit bytes of body as valid UTF-8 text.
+func excerpt(body []byte) string {
+	return validText(body[:min(len(body), ExcerptLimit)])
+}
+
+// validText is b as valid UTF-8 text without NUL, a rune cut at its end
+// dropped.
+func validText(b []byte) string {
 	// Drop a rune the limit cut in half rather than mangle it.
 	for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.Valid(b); i++ {
 		if r, _ := utf8.DecodeLastRune(b); r != utf8.RuneError {
@@ -251,7 +293,7 @@ func readExcerpt(r io.Reader) (string, error) {
 		b = b[:len(b)-1]
 	}
 	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", ""), err
+	return strings.ReplaceAll(s, "\x00", "")
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date, capped at an hour.

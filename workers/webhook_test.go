@@ -198,11 +198,11 @@ func TestSSRFGuard(t *testing.T) {
 func TestReadExcerpt(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", ExcerptLimit) // 2 bytes each: the limit falls on a rune boundary
-	got, _ := readExcerpt(strings.NewReader("x" + long))
+	got := excerpt([]byte("x" + long))
 	if len(got) > ExcerptLimit || !strings.HasPrefix(got, "xéé") || strings.ContainsRune(got, '\uFFFD') {
 		t.Fatalf("excerpt of %d bytes ends %q", len(got), got[len(got)-4:])
 	}
-	got, _ = readExcerpt(strings.NewReader("a\x00b\xffc"))
+	got = excerpt([]byte("a\x00b\xffc"))
 	if got != "ab\uFFFDc" {
 		t.Fatalf("excerpt %q", got)
 	}
@@ -264,5 +264,32 @@ func TestRedirectDropsCustomHeadersOnAnotherHost(t *testing.T) {
 	}
 	if h.Get("webhook-signature") == "" || h.Get("webhook-id") != "m" || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("the signature headers must still be sent: %v", h)
+	}
+}
+
+func TestOutput(t *testing.T) {
+	t.Parallel()
+	big := `{"rows":"` + strings.Repeat("é", 40) + `"}`
+	for _, c := range []struct {
+		name, body, contentType string
+		max                     int
+		want                    string
+		truncated               bool
+	}{
+		{"json kept whole", `{"id":7}`, "application/json", 100, `{"id":7}`, false},
+		{"json without a content type", `[1,2]`, "", 100, `[1,2]`, false},
+		{"not json", `ok`, "text/plain", 100, ``, false},
+		{"json jsonb refuses", `{"a":"\u0000"}`, "application/json", 100, ``, false},
+		{"larger json cut to a string on a rune", big, "application/problem+json; charset=utf-8", 20, `"{\"rows\":\"ééééé"`, true},
+		{"larger, not declared json", big, "text/plain", 20, ``, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			body := []byte(c.body)
+			got, truncated := output(body[:min(len(body), c.max+1)], c.max, c.contentType)
+			if string(got) != c.want || truncated != c.truncated {
+				t.Fatalf("output = %s, %v; want %s, %v", got, truncated, c.want, c.truncated)
+			}
+		})
 	}
 }

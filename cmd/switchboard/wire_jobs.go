@@ -50,7 +50,7 @@ func (a *app) workerOptions() workers.Options {
 		Logger: a.logger, ClientID: a.nodeID, DB: a.pool, MaxWorkers: a.cfg.RunWorkers,
 		Publisher: a.bus, Rooms: realtime.Rooms{DB: a.pool},
 		Webhook: workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version,
-			TracerProvider: a.tracing.TracerProvider()},
+			TracerProvider: a.tracing.TracerProvider(), OutputMax: a.cfg.RunOutputMax},
 		RunRetention:       a.cfg.RunRetention,
 		StreamRetention:    stream.Retention{MaxEvents: a.cfg.StreamMaxEvents, MaxAge: a.cfg.StreamMaxAge},
 		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate(), a.apiKeyRate()),

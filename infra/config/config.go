@@ -46,6 +46,7 @@ type Config struct {
 	APIKeyRate       float64       `envconfig:"SWITCHBOARD_API_KEY_RATE" default:"50" desc:"requests per second per API key (its own bucket, not its owner's)"`
 	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
+	RunOutputMax     int           `envconfig:"SWITCHBOARD_RUN_OUTPUT_MAX_BYTES" default:"65536" desc:"largest webhook JSON response kept as a run's output (1024-1048576); a larger one is kept cut to this size, as a JSON string, flagged output_truncated"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
 	RunWorkers       int           `envconfig:"SWITCHBOARD_RUN_WORKERS" default:"1000" desc:"task runs one worker replica works at once (1-10000); their run-state writes are batched (about 4 connections for all of them), so the pool (pool_max_conns in DATABASE_URL, default 25) need not grow with this"`
 	ClaimLead        time.Duration `envconfig:"SWITCHBOARD_CLAIM_LEAD" default:"500ms" desc:"how long before its tick a task with overlap allow may be claimed (0-5s; 0: at the tick); the run still starts at its tick, and a burst of ticks due at once is claimed before it comes"`
@@ -233,6 +234,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateAccounts()...)
 	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
+	}
+	if c.RunOutputMax != 0 && (c.RunOutputMax < 1<<10 || c.RunOutputMax > 1<<20) {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_OUTPUT_MAX_BYTES: %d is outside 1024-1048576", c.RunOutputMax))
 	}
 	if c.RunWorkers < 0 || c.RunWorkers > 10000 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_RUN_WORKERS: %d is outside 1-10000", c.RunWorkers))

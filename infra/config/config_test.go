@@ -51,6 +51,8 @@ func TestValidate(t *testing.T) {
 		{"negative ws conns", func(c *Config) { c.MaxConnsPerUser = -1 }, "SWITCHBOARD_WS_MAX_CONNS_PER_USER"},
 		{"negative send queue", func(c *Config) { c.SendQueueBytes = -1 }, "SWITCHBOARD_WS_SEND_QUEUE_BYTES"},
 		{"too many run workers", func(c *Config) { c.RunWorkers = 10001 }, "SWITCHBOARD_RUN_WORKERS"},
+		{"run output over 1 MiB", func(c *Config) { c.RunOutputMax = 1<<20 + 1 }, "SWITCHBOARD_RUN_OUTPUT_MAX_BYTES"},
+		{"run output under 1 KiB", func(c *Config) { c.RunOutputMax = 100 }, "SWITCHBOARD_RUN_OUTPUT_MAX_BYTES"},
 		{"negative run workers", func(c *Config) { c.RunWorkers = -1 }, "SWITCHBOARD_RUN_WORKERS"},
 		{"claim lead too long", func(c *Config) { c.ClaimLead = 6 * time.Second }, "SWITCHBOARD_CLAIM_LEAD"},
 		{"negative claim lead", func(c *Config) { c.ClaimLead = -time.Second }, "SWITCHBOARD_CLAIM_LEAD"},

@@ -1627,6 +1627,10 @@ export interface components {
              * @description while queued between attempts: when the next attempt is due
              */
             next_attempt_at: string | null;
+            /** @description the JSON body the webhook answered its succeeded attempt with; over the size limit, a string of its first bytes (output_truncated); null: none, or not JSON */
+            output: unknown;
+            /** @description the webhook's answer was larger than the limit: output is a string of its first bytes */
+            output_truncated: boolean;
             /** @description the run's input (webhook body or publish payload); null: the task's own */
             payload: unknown;
             /**

@@ -1276,6 +1276,12 @@ type Run struct {
 	// NextAttemptAt while queued between attempts: when the next attempt is due
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
+	// Output the JSON body the webhook answered its succeeded attempt with; over the size limit, a string of its first bytes (output_truncated); null: none, or not JSON
+	Output interface{} `json:"output"`
+
+	// OutputTruncated the webhook's answer was larger than the limit: output is a string of its first bytes
+	OutputTruncated bool `json:"output_truncated"`
+
 	// Payload the run's input (webhook body or publish payload); null: the task's own
 	Payload interface{} `json:"payload"`
 
