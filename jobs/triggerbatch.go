@@ -137,8 +137,10 @@ func (b *batch) replayLiveKeys(ctx context.Context, tx pgx.Tx, projectID string)
 		return nil
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT k.key, `+runColumns+` FROM task_run_keys k JOIN task_runs r ON r.id = k.run_id
-		WHERE k.task_id = $1 AND k.key = ANY($2) AND k.created_at > now() - make_interval(secs => $3)`,
+		SELECT k.key, `+runColumns+` FROM unnest($2::text[]) AS q(key)
+			JOIN task_run_keys k ON k.task_id = $1 AND k.key = q.key
+			JOIN task_runs r ON r.id = k.run_id
+		WHERE k.created_at > now() - make_interval(secs => $3)`,
 		b.taskID, keys, IdempotencyWindow.Seconds())
 	if err != nil {
 		return fmt.Errorf("trigger batch: idempotency keys: %w", err)
