@@ -20,7 +20,7 @@ type runOutput struct {
 type runListInput struct {
 	IDPath
 	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
@@ -51,7 +51,7 @@ type triggerOutput struct {
 
 type ownerRunListInput struct {
 	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 

@@ -361,7 +361,7 @@ export interface paths {
         };
         /**
          * Read a stream's stored events
-         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
          */
         get: operations["history-read"];
         put?: never;
@@ -1077,9 +1077,16 @@ export interface components {
             events: unknown[];
             /**
              * Format: int64
-             * @description the stream's latest offset; read on from the last event's offset while it is below
+             * @description the stream's latest offset
              */
             last_offset: number;
+            /** @description true when events after next_offset remain: the page stopped at limit or at the byte budget */
+            more: boolean;
+            /**
+             * Format: int64
+             * @description where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+             */
+            next_offset: number;
             /**
              * Format: int64
              * @description the first retained offset (last_offset + 1 when none is)
@@ -2836,7 +2843,7 @@ export interface operations {
                 since?: number;
                 /** @description the epoch of since; when it is not the stream's, recovered is false */
                 epoch?: string;
-                /** @description at most this many events */
+                /** @description at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more) */
                 limit?: number;
             };
             header?: never;
@@ -3819,7 +3826,7 @@ export interface operations {
                  * @example failed
                  */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -4218,7 +4225,7 @@ export interface operations {
             query?: {
                 /** @description only tasks with a schedule, or only on-demand ones */
                 kind?: "scheduled" | "on_demand";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -4691,7 +4698,7 @@ export interface operations {
             query?: {
                 /** @description only runs with this status; failed: the dead-letter view */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;

@@ -722,8 +722,14 @@ type HistoryBody struct {
 	// Events stored frames in offset order, exactly as a WebSocket receives them
 	Events []interface{} `json:"events"`
 
-	// LastOffset the stream's latest offset; read on from the last event's offset while it is below
+	// LastOffset the stream's latest offset
 	LastOffset int64 `json:"last_offset"`
+
+	// More true when events after next_offset remain: the page stopped at limit or at the byte budget
+	More bool `json:"more"`
+
+	// NextOffset where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+	NextOffset int64 `json:"next_offset"`
 
 	// OldestOffset the first retained offset (last_offset + 1 when none is)
 	OldestOffset int64 `json:"oldest_offset"`
@@ -1214,7 +1220,7 @@ type HistoryReadParams struct {
 	// Epoch the epoch of since; when it is not the stream's, recovered is false
 	Epoch *string `form:"epoch,omitempty" json:"epoch,omitempty"`
 
-	// Limit at most this many events
+	// Limit at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -1255,7 +1261,7 @@ type RunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *RunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1282,7 +1288,7 @@ type TaskListParams struct {
 	// Kind only tasks with a schedule, or only on-demand ones
 	Kind *TaskListParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1309,7 +1315,7 @@ type TaskRunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *TaskRunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1769,7 +1775,7 @@ type ClientInterface interface {
 
 	// HistoryRead Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2524,7 +2530,7 @@ func (c *Client) EventsPublish(ctx context.Context, params *EventsPublishParams,
 
 // HistoryRead Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Corresponds with GET /v1/history (the `HistoryRead` operationId).
 func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5658,7 +5664,7 @@ type ClientWithResponsesInterface interface {
 
 	// HistoryReadWithResponse Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10258,7 +10264,7 @@ func (c *ClientWithResponses) EventsPublishWithResponse(ctx context.Context, par
 
 // HistoryReadWithResponse Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
