@@ -185,7 +185,7 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, he.GetStatus(), he.Error())
 		return
 	case err != nil:
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx))
+		writeInternal(w, r, err)
 		return
 	}
 	tok, exp, err := s.tokens.issue(u.ID, u.Role, u.TokenGeneration, time.Now())
@@ -234,7 +234,7 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// Not the account's fault: an outage must not sign people out.
 		s.opts.Logger.ErrorContext(r.Context(), "console session: read the account", "error", err)
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+		writeInternal(w, r, err)
 		return
 	}
 	exp, _ := s.tokens.expiry(c.Value)
@@ -253,7 +253,7 @@ func (s *Server) consoleSignOut(w http.ResponseWriter, r *http.Request) {
 	if p, err := s.tokens.verify(session); err == nil {
 		if err := accounts.EndSession(r.Context(), s.opts.Pool, p.Session, p.TokenExpires); err != nil && !errors.Is(err, accounts.ErrUserNotFound) {
 			s.opts.Logger.ErrorContext(r.Context(), "console sign-out: end the session", "error", err)
-			writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+			writeInternal(w, r, err)
 			return
 		}
 	}

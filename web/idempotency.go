@@ -125,7 +125,8 @@ func (s *Server) runIdempotent(rc *recordingContext, next func(huma.Context), re
 		claim, found, err := idemClaim(ctx, s.opts.Pool, req)
 		switch {
 		case err != nil:
-			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusInternalServerError, s.idemFailure(ctx, err))
+			s.idemFailure(ctx, err)
+			s.writeHumaInternal(rc.humaContext, err)
 			return
 		case claim != "":
 			s.runAndKeep(rc, next, req, claim)
@@ -206,11 +207,11 @@ func (s *Server) replay(ctx huma.Context, req idemRequest, found *idemRow) {
 	_, _ = ctx.BodyWriter().Write(a.Body)
 }
 
-func (s *Server) idemFailure(ctx context.Context, err error) string {
+// idemFailure logs an unexpected error of the idempotency store.
+func (s *Server) idemFailure(ctx context.Context, err error) {
 	if !errors.Is(err, context.Canceled) {
 		s.opts.Logger.ErrorContext(ctx, "idempotency key", "error", err)
 	}
-	return "internal error; the request id is " + requestIDFrom(ctx)
 }
 
 // parseIdempotencyKey accepts 1-255 visible ASCII characters, bare or as a
