@@ -707,7 +707,7 @@ export interface paths {
         put?: never;
         /**
          * Run the ticks of a past range
-         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
          */
         post: operations["task-backfill"];
         delete?: never;

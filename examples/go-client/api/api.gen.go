@@ -1984,7 +1984,7 @@ type ClientInterface interface {
 
 	// TaskBackfillWithBody Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1993,7 +1993,7 @@ type ClientInterface interface {
 
 	// TaskBackfill Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3009,7 +3009,7 @@ func (c *Client) TaskUpdate(ctx context.Context, id openapi_types.UUID, body Tas
 
 // TaskBackfillWithBody Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3028,7 +3028,7 @@ func (c *Client) TaskBackfillWithBody(ctx context.Context, id openapi_types.UUID
 
 // TaskBackfill Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5907,7 +5907,7 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithBodyWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5916,7 +5916,7 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10669,7 +10669,7 @@ func (c *ClientWithResponses) TaskUpdateWithResponse(ctx context.Context, id ope
 
 // TaskBackfillWithBodyWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10684,7 +10684,7 @@ func (c *ClientWithResponses) TaskBackfillWithBodyWithResponse(ctx context.Conte
 
 // TaskBackfillWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
