@@ -103,7 +103,7 @@ export interface paths {
         head?: never;
         /**
          * Grant or revoke the admin role, disable or enable an account
-         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
          */
         patch: operations["admin-update-user"];
         trace?: never;
@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Make a password reset link for an account
-         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
          */
         post: operations["admin-password-reset"];
         delete?: never;

@@ -1600,7 +1600,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1609,7 +1609,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1625,7 +1625,7 @@ type ClientInterface interface {
 
 	// AdminPasswordReset Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 	AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2145,7 +2145,7 @@ func (c *Client) AdminGetUser(ctx context.Context, id openapi_types.UUID, reqEdi
 
 // AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2164,7 +2164,7 @@ func (c *Client) AdminUpdateUserWithBody(ctx context.Context, id openapi_types.U
 
 // AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2200,7 +2200,7 @@ func (c *Client) AdminDisconnectUser(ctx context.Context, id openapi_types.UUID,
 
 // AdminPasswordReset Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 func (c *Client) AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5475,7 +5475,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5484,7 +5484,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5502,7 +5502,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminPasswordResetWithResponse Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9949,7 +9949,7 @@ func (c *ClientWithResponses) AdminGetUserWithResponse(ctx context.Context, id o
 
 // AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9964,7 +9964,7 @@ func (c *ClientWithResponses) AdminUpdateUserWithBodyWithResponse(ctx context.Co
 
 // AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9994,7 +9994,7 @@ func (c *ClientWithResponses) AdminDisconnectUserWithResponse(ctx context.Contex
 
 // AdminPasswordResetWithResponse Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Returns a wrapper object for the known response body format(s).
 //
