@@ -40,3 +40,27 @@ func TestAdminKeyCannotChangeAccounts(t *testing.T) {
 		t.Fatalf("a signed-in admin grants: %d %s", res.status, res.raw)
 	}
 }
+
+// An Idempotency-Key's answer is replayed only to the credential that got
+// it: another API key of the same account with the same key and body runs
+// the request itself, with its own rights (a key cannot create keys), and
+// never receives the first answer's secret.
+func TestIdempotentReplayOnlyToTheSameCredential(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	token, _ := b.register(t, "replay-owner@example.com")
+	writer := b.createKey(t, token, map[string]any{"name": "writer", "scopes": []string{"read", "write"}})["secret"].(string)
+	const body = `{"name":"minted","scopes":["read","write"]}`
+	first := b.post(t, "/v1/api-keys", body, token, "mint-1")
+	if first.status != http.StatusCreated || first.body["secret"] == nil {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	if again := b.post(t, "/v1/api-keys", body, token, "mint-1"); again.status != http.StatusCreated || again.body["secret"] != first.body["secret"] {
+		t.Fatalf("the same token's retry is a replay: %d %s", again.status, again.raw)
+	}
+	other := b.post(t, "/v1/api-keys", body, writer, "mint-1")
+	requireProblem(t, other, http.StatusForbidden)
+	if strings.Contains(string(other.raw), first.body["secret"].(string)) || other.header.Get(replayedHeader) != "" {
+		t.Fatalf("another credential got the first answer: %s", other.raw)
+	}
+}
