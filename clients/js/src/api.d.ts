@@ -463,7 +463,7 @@ export interface paths {
         put?: never;
         /**
          * Create a room
-         * @description The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+         * @description The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
          */
         post: operations["rooms-create"];
         delete?: never;

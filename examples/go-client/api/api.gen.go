@@ -1821,7 +1821,7 @@ type ClientInterface interface {
 
 	// RoomsCreateWithBody Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1830,7 +1830,7 @@ type ClientInterface interface {
 
 	// RoomsCreate Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2636,7 +2636,7 @@ func (c *Client) Presence(ctx context.Context, params *PresenceParams, reqEditor
 
 // RoomsCreateWithBody Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2655,7 +2655,7 @@ func (c *Client) RoomsCreateWithBody(ctx context.Context, params *RoomsCreatePar
 
 // RoomsCreate Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5718,7 +5718,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithBodyWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5727,7 +5727,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10354,7 +10354,7 @@ func (c *ClientWithResponses) PresenceWithResponse(ctx context.Context, params *
 
 // RoomsCreateWithBodyWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10369,7 +10369,7 @@ func (c *ClientWithResponses) RoomsCreateWithBodyWithResponse(ctx context.Contex
 
 // RoomsCreateWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
