@@ -136,7 +136,7 @@ func TestResume(t *testing.T) {
 // r0 is a stream's current epoch.
 func r0(t *testing.T, n *node, name string) string {
 	t.Helper()
-	h, err := stream.Read(context.Background(), n.pool, name, 0, 1)
+	h, err := stream.Read(context.Background(), n.pool, name, 0, stream.Limit{Events: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ var operationExamples = map[string][]example{
 	},
 	"history-read": {
 		{param: "stream", value: `"room:reports"`},
-		{status: 200, value: `{"stream":"room:reports","epoch":"e1","events":[{"event":"report.ready","room":"reports","offset":42,"epoch":"e1"}],"oldest_offset":1,"last_offset":42,"recovered":true}`},
+		{status: 200, value: `{"stream":"room:reports","epoch":"e1","events":[{"event":"report.ready","room":"reports","offset":42,"epoch":"e1"}],"oldest_offset":1,"last_offset":42,"next_offset":42,"more":false,"recovered":true}`},
 	},
 	"presence": {{status: 200, value: `{"room":"reports","users":[{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","connections":2}],` +
 		`"degraded":false,"unavailable_nodes":[]}`}},

@@ -49,7 +49,7 @@ type taskIDInput struct {
 
 type taskListInput struct {
 	Kind   string `query:"kind" enum:"scheduled,on_demand" doc:"only tasks with a schedule, or only on-demand ones"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 

@@ -221,7 +221,7 @@ func TestSIGTERMLetsTheRunningJobFinish(t *testing.T) {
 }
 
 // registerUserAt registers through a base URL (an OS-process replica).
-func registerUserAt(t *testing.T, base, email string) (token, id string) {
+func registerUserAt(t testing.TB, base, email string) (token, id string) {
 	t.Helper()
 	status, body := call(t, http.MethodPost, base+"/v1/auth/register", map[string]string{"email": email, "password": "correct horse"}, "")
 	if status != http.StatusCreated {

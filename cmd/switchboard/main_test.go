@@ -64,7 +64,7 @@ func startServer(t testing.TB, cfg config.Config) *testServer {
 }
 
 // call sends a JSON request and decodes a JSON answer.
-func call(t *testing.T, method, url string, body any, token string) (int, map[string]any) {
+func call(t testing.TB, method, url string, body any, token string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -87,7 +87,7 @@ func call(t *testing.T, method, url string, body any, token string) (int, map[st
 }
 
 // registerUser creates an account through srv and returns its token and id.
-func registerUser(t *testing.T, srv *testServer, email string) (token, id string) {
+func registerUser(t testing.TB, srv *testServer, email string) (token, id string) {
 	t.Helper()
 	return registerUserAt(t, srv.URL, email)
 }

@@ -52,6 +52,7 @@ type Config struct {
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
 	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
+	ReadBytes        int           `envconfig:"SWITCHBOARD_READ_BYTES" default:"1048576" desc:"bytes of stored events one read may bring (a GET /v1/history page; one read of WebSocket catch-up, shared by its streams); a read always brings one event, so at most this plus one event; at least 65536"`
 	ClaimIdlePoll    time.Duration `envconfig:"SWITCHBOARD_CLAIM_IDLE_POLL" default:"30s" desc:"longest a worker replica's claim loop waits before it looks for due tasks again while its LISTEN connection is up (1s-1h); a task created or made due sooner on any replica wakes every claim loop at once, and each wakes for the earliest tick it knows; poll-only or with LISTEN down it looks every second"`
 	RiverParkAfter   time.Duration `envconfig:"SWITCHBOARD_RIVER_PARK_AFTER" default:"30s" desc:"how long a worker replica's River client runs with nothing to do before it parks: it stops polling, electing and reporting until work is due (an idle replica then costs about one database round trip a second instead of three); a job inserted or released on any replica, a tick or waiting job within 5s, a fetchable job nobody announced (found on the claim loop's next look) or jobs rescued from a dead node start it again (0: never park; 1s-1h; poll-only replicas never park)"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
@@ -231,6 +232,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
 	errs = append(errs, c.validateAccounts()...)
+	if c.ReadBytes != 0 && c.ReadBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_READ_BYTES: %d is below 65536", c.ReadBytes))
+	}
 	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
 	}

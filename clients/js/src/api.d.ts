@@ -103,7 +103,7 @@ export interface paths {
         head?: never;
         /**
          * Grant or revoke the admin role, disable or enable an account
-         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
          */
         patch: operations["admin-update-user"];
         trace?: never;
@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Make a password reset link for an account
-         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
          */
         post: operations["admin-password-reset"];
         delete?: never;
@@ -361,7 +361,7 @@ export interface paths {
         };
         /**
          * Read a stream's stored events
-         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
          */
         get: operations["history-read"];
         put?: never;
@@ -643,7 +643,7 @@ export interface paths {
         put?: never;
         /**
          * Create a room
-         * @description The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+         * @description The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
          */
         post: operations["rooms-create"];
         delete?: never;
@@ -887,7 +887,7 @@ export interface paths {
         put?: never;
         /**
          * Run the ticks of a past range
-         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
          */
         post: operations["task-backfill"];
         delete?: never;
@@ -1257,9 +1257,16 @@ export interface components {
             events: unknown[];
             /**
              * Format: int64
-             * @description the stream's latest offset; read on from the last event's offset while it is below
+             * @description the stream's latest offset
              */
             last_offset: number;
+            /** @description true when events after next_offset remain: the page stopped at limit or at the byte budget */
+            more: boolean;
+            /**
+             * Format: int64
+             * @description where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+             */
+            next_offset: number;
             /**
              * Format: int64
              * @description the first retained offset (last_offset + 1 when none is)
@@ -3127,7 +3134,7 @@ export interface operations {
                 since?: number;
                 /** @description the epoch of since; when it is not the stream's, recovered is false */
                 epoch?: string;
-                /** @description at most this many events */
+                /** @description at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more) */
                 limit?: number;
             };
             header?: never;
@@ -5219,7 +5226,7 @@ export interface operations {
                  * @example failed
                  */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -5618,7 +5625,7 @@ export interface operations {
             query?: {
                 /** @description only tasks with a schedule, or only on-demand ones */
                 kind?: "scheduled" | "on_demand";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -6091,7 +6098,7 @@ export interface operations {
             query?: {
                 /** @description only runs with this status; failed: the dead-letter view */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;

@@ -890,8 +890,14 @@ type HistoryBody struct {
 	// Events stored frames in offset order, exactly as a WebSocket receives them
 	Events []interface{} `json:"events"`
 
-	// LastOffset the stream's latest offset; read on from the last event's offset while it is below
+	// LastOffset the stream's latest offset
 	LastOffset int64 `json:"last_offset"`
+
+	// More true when events after next_offset remain: the page stopped at limit or at the byte budget
+	More bool `json:"more"`
+
+	// NextOffset where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+	NextOffset int64 `json:"next_offset"`
 
 	// OldestOffset the first retained offset (last_offset + 1 when none is)
 	OldestOffset int64 `json:"oldest_offset"`
@@ -1510,7 +1516,7 @@ type HistoryReadParams struct {
 	// Epoch the epoch of since; when it is not the stream's, recovered is false
 	Epoch *string `form:"epoch,omitempty" json:"epoch,omitempty"`
 
-	// Limit at most this many events
+	// Limit at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -1583,7 +1589,7 @@ type RunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *RunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1610,7 +1616,7 @@ type TaskListParams struct {
 	// Kind only tasks with a schedule, or only on-demand ones
 	Kind *TaskListParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1637,7 +1643,7 @@ type TaskRunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *TaskRunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1937,7 +1943,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1946,7 +1952,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1962,7 +1968,7 @@ type ClientInterface interface {
 
 	// AdminPasswordReset Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 	AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2112,7 +2118,7 @@ type ClientInterface interface {
 
 	// HistoryRead Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2304,7 +2310,7 @@ type ClientInterface interface {
 
 	// RoomsCreateWithBody Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2313,7 +2319,7 @@ type ClientInterface interface {
 
 	// RoomsCreate Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2467,7 +2473,7 @@ type ClientInterface interface {
 
 	// TaskBackfillWithBody Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2476,7 +2482,7 @@ type ClientInterface interface {
 
 	// TaskBackfill Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2628,7 +2634,7 @@ func (c *Client) AdminGetUser(ctx context.Context, id openapi_types.UUID, reqEdi
 
 // AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2647,7 +2653,7 @@ func (c *Client) AdminUpdateUserWithBody(ctx context.Context, id openapi_types.U
 
 // AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2683,7 +2689,7 @@ func (c *Client) AdminDisconnectUser(ctx context.Context, id openapi_types.UUID,
 
 // AdminPasswordReset Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 func (c *Client) AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3013,7 +3019,7 @@ func (c *Client) EventsPublish(ctx context.Context, params *EventsPublishParams,
 
 // HistoryRead Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Corresponds with GET /v1/history (the `HistoryRead` operationId).
 func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3445,7 +3451,7 @@ func (c *Client) ProjectMemberUpdate(ctx context.Context, id openapi_types.UUID,
 
 // RoomsCreateWithBody Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3464,7 +3470,7 @@ func (c *Client) RoomsCreateWithBody(ctx context.Context, params *RoomsCreatePar
 
 // RoomsCreate Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3818,7 +3824,7 @@ func (c *Client) TaskUpdate(ctx context.Context, id openapi_types.UUID, body Tas
 
 // TaskBackfillWithBody Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3837,7 +3843,7 @@ func (c *Client) TaskBackfillWithBody(ctx context.Context, id openapi_types.UUID
 
 // TaskBackfill Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6890,7 +6896,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6899,7 +6905,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6917,7 +6923,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminPasswordResetWithResponse Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7079,7 +7085,7 @@ type ClientWithResponsesInterface interface {
 
 	// HistoryReadWithResponse Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7295,7 +7301,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithBodyWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7304,7 +7310,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7484,7 +7490,7 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithBodyWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7493,7 +7499,7 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12693,7 +12699,7 @@ func (c *ClientWithResponses) AdminGetUserWithResponse(ctx context.Context, id o
 
 // AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12708,7 +12714,7 @@ func (c *ClientWithResponses) AdminUpdateUserWithBodyWithResponse(ctx context.Co
 
 // AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12738,7 +12744,7 @@ func (c *ClientWithResponses) AdminDisconnectUserWithResponse(ctx context.Contex
 
 // AdminPasswordResetWithResponse Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13008,7 +13014,7 @@ func (c *ClientWithResponses) EventsPublishWithResponse(ctx context.Context, par
 
 // HistoryReadWithResponse Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13368,7 +13374,7 @@ func (c *ClientWithResponses) ProjectMemberUpdateWithResponse(ctx context.Contex
 
 // RoomsCreateWithBodyWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13383,7 +13389,7 @@ func (c *ClientWithResponses) RoomsCreateWithBodyWithResponse(ctx context.Contex
 
 // RoomsCreateWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13683,7 +13689,7 @@ func (c *ClientWithResponses) TaskUpdateWithResponse(ctx context.Context, id ope
 
 // TaskBackfillWithBodyWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13698,7 +13704,7 @@ func (c *ClientWithResponses) TaskBackfillWithBodyWithResponse(ctx context.Conte
 
 // TaskBackfillWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -97,6 +97,9 @@ class Replica {
       SWITCHBOARD_AUTH_BURST: '1000',
       SWITCHBOARD_USER_RATE: '1000',
       SWITCHBOARD_USER_BURST: '1000',
+      // The smallest read budget: resumes and catch-ups of a few big events
+      // already take many reads, each going on where the last stopped.
+      SWITCHBOARD_READ_BYTES: '65536',
     };
   }
 
