@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestClaimMetrics(t *testing.T) {
@@ -45,8 +46,8 @@ func TestClaimMetrics(t *testing.T) {
 	}
 	families, err := reg.Gather()
 	var due int
-	if err != nil || len(families) != 6 {
-		t.Errorf("%d metric families (%v), want 6", len(families), err)
+	if err != nil || len(families) != 9 {
+		t.Errorf("%d metric families (%v), want 9", len(families), err)
 	}
 	due, _, err = DueStats(ctx, b.pool)
 	if err != nil || due != 0 {
@@ -57,4 +58,44 @@ func TestClaimMetrics(t *testing.T) {
 	if err != nil || due != 1 || until > -59*time.Second {
 		t.Fatalf("DueStats = %d, %v, %v; want 1 due about a minute late", due, until, err)
 	}
+}
+
+func TestStatusClass(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]string{
+		0: "error", 99: "error", 200: "2xx", 204: "2xx", 301: "3xx", 404: "4xx", 410: "4xx", 500: "5xx", 599: "5xx", 600: "error",
+	} {
+		if got := statusClass(status); got != want {
+			t.Errorf("statusClass(%d) = %q, want %q", status, got, want)
+		}
+	}
+}
+
+func TestRunAttemptOutcomes(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewRegistry())
+	m.RunAttempt(ActionWebhook, Outcome{Status: StatusSucceeded, Duration: time.Second})
+	m.RunAttempt(ActionWebhook, Outcome{Status: StatusQueued, Duration: time.Second})
+	m.RunAttempt(ActionWebhook, Outcome{Status: StatusQueued, Interrupted: true, Duration: time.Second})
+	m.RunAttempt(ActionPublish, Outcome{Status: StatusFailed, Duration: time.Second})
+	for _, tc := range []struct {
+		action, outcome string
+		want            uint64
+	}{
+		{ActionWebhook, OutcomeSucceeded, 1}, {ActionWebhook, OutcomeRetried, 1},
+		{ActionWebhook, OutcomeFailed, 0}, {ActionPublish, OutcomeFailed, 1},
+	} {
+		if got := histogramCount(t, m.duration.WithLabelValues(tc.action, tc.outcome)); got != tc.want {
+			t.Errorf("%s %s: %d observations, want %d (an interrupted attempt is not one)", tc.action, tc.outcome, got, tc.want)
+		}
+	}
+}
+
+func histogramCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := o.(prometheus.Metric).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleCount()
 }

@@ -152,6 +152,7 @@ func New(opts Options) *Server {
 	s.mountDocs()
 	s.AddReadyCheck("postgres", s.pingPostgres)
 	registerHealth(api, s)
+	registerReadyGauge(opts.Registry, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
 		registerTasks(api, s)

@@ -112,8 +112,11 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
 	}
-	if job.Attempt == 1 && rc.Run.Trigger == jobs.TriggerSchedule && rc.Run.StartedAt != nil {
-		w.metrics.DueLag(rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
+	if job.Attempt == 1 && rc.Run.StartedAt != nil {
+		w.metrics.QueueWait(rc.Run.Trigger, rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
+		if rc.Run.Trigger == jobs.TriggerSchedule {
+			w.metrics.DueLag(rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
+		}
 	}
 	w.announce(ctx, rc.Task.OwnerID, rc.Run)
 
@@ -184,6 +187,7 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 	if rc.Run.StartedAt != nil {
 		o.StartedAt = *rc.Run.StartedAt
 	}
+	w.metrics.RunAttempt(rc.Task.Action.Type, o)
 	var run jobs.Run
 	err := db.RetryTransient(ctx, RecordRetryFor, func() (err error) {
 		run, err = w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)
@@ -254,10 +258,14 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	for k, v := range a.Headers {
 		headers[k] = v
 	}
+	start := time.Now()
 	res, err := w.webhook.Send(ctx, WebhookRequest{
 		URL: a.URL, Method: a.Method, Headers: headers, Body: webhookBody(rc),
 		MsgID: rc.Run.ID, Secret: rc.SigningSecret,
 	})
+	if !errors.Is(err, jobs.ErrBlockedTarget) { // a refused target was never called
+		w.metrics.WebhookCall(res.Status, time.Since(start))
+	}
 	if err != nil {
 		if errors.Is(err, jobs.ErrBlockedTarget) {
 			return attempt{err: err}

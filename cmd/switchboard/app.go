@@ -111,6 +111,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 
 func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
 	a := &app{cfg: cfg, nodeID: uuid.NewString(), registry: metrics.NewRegistry(), serveErr: make(chan error, 1)}
+	a.registry.MustRegister(metrics.BuildInfo(version, revision))
 	a.logger = logger.With("node_id", a.nodeID[:8])
 	var err error
 	a.pool, a.embedded, err = openDatabase(ctx, &a.cfg, a.logger)

@@ -18,6 +18,10 @@ import (
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
+// revision is the commit the binary was built from, stamped like version
+// (-X main.revision=<commit>); empty: the go command's VCS stamp, if any.
+var revision = ""
+
 const usage = `switchboard — scheduled jobs and realtime messages on PostgreSQL
 
 Usage:
