@@ -34,6 +34,7 @@ Usage:
   switchboard admin list              print the admins
   switchboard version                 print the version
   switchboard openapi [--yaml]        print the OpenAPI document (no database needed)
+  switchboard healthcheck [URL]       exit 0 if this host's /healthz/ready answers 200 (container health checks)
   switchboard --help                  this text and every environment variable
 
 Without DATABASE_URL every command uses the private PostgreSQL in
@@ -68,6 +69,12 @@ func realMain(args []string) int {
 		if err := openapiCommand(args[1:], os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "switchboard openapi: %v\n", err)
 			return 2
+		}
+		return 0
+	case "healthcheck":
+		if err := healthcheck(context.Background(), args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard healthcheck: %v\n", err)
+			return 1
 		}
 		return 0
 	case "serve", "migrate":
