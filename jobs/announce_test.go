@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // gatePublisher answers no publish until want of them wait at once (or
@@ -58,7 +61,7 @@ func TestAnnounce(t *testing.T) {
 		want = append(want, fmt.Sprintf("user-%d task.run.queued run-%d", i%3, i))
 	}
 	var logs bytes.Buffer
-	Announce(context.Background(), pub, slog.New(slog.NewTextHandler(&logs, nil)), "publish run event", runs)
+	NewAnnouncer(AnnouncerOptions{Publisher: pub, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Announce(context.Background(), runs...)
 	// Every publish was answered before Announce returned.
 	slices.Sort(want)
 	slices.Sort(pub.seen)
@@ -68,7 +71,9 @@ func TestAnnounce(t *testing.T) {
 	if got := strings.Count(logs.String(), "publish run event"); got != 1 || !strings.Contains(logs.String(), "run_id=run-7") {
 		t.Fatalf("logged %d warnings, want the refused run's only:\n%s", got, logs.String())
 	}
-	Announce(context.Background(), nil, slog.New(slog.DiscardHandler), "x", runs) // no publisher: nothing
+	NewAnnouncer(AnnouncerOptions{}).Announce(context.Background(), runs...) // no publisher: nothing
+	var none *Announcer
+	none.Announce(context.Background(), runs...) // none: nothing
 }
 
 type panicPublisher struct{ calls atomic.Int32 }
@@ -93,5 +98,20 @@ func TestAnnouncePanicReachesTheCaller(t *testing.T) {
 			t.Fatalf("%d publishes made, want all 5", n)
 		}
 	}()
-	Announce(context.Background(), pub, nil, "x", runs)
+	NewAnnouncer(AnnouncerOptions{Publisher: pub}).Announce(context.Background(), runs...)
+}
+
+// Every run announced is counted once by its new status, published or not.
+func TestAnnounceCounts(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewRegistry())
+	a := NewAnnouncer(AnnouncerOptions{Metrics: m})
+	a.Announce(context.Background(), OwnedRun{Run: Run{Status: StatusQueued}}, OwnedRun{Run: Run{Status: StatusCancelled}},
+		OwnedRun{Run: Run{Status: StatusQueued}})
+	a.Announce(context.Background(), OwnedRun{Run: Run{Status: StatusSucceeded}})
+	for status, want := range map[string]float64{StatusQueued: 2, StatusCancelled: 1, StatusSucceeded: 1, StatusRunning: 0} {
+		if got := testutil.ToFloat64(m.runs.WithLabelValues(status)); got != want {
+			t.Errorf("%s counted %v times, want %v", status, got, want)
+		}
+	}
 }

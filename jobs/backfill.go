@@ -56,7 +56,7 @@ func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerI
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, taskID); err != nil {
 		return BackfillResult{}, fmt.Errorf("backfill: lock task: %w", err)
 	}
-	runs, err := insertBackfill(ctx, tx, taskID, ticks)
+	runs, err := insertBackfillRuns(ctx, tx, taskID, ticks)
 	if err != nil {
 		return BackfillResult{}, err
 	}
@@ -106,30 +106,4 @@ func backfillTicks(task Task, from, to, now time.Time) ([]time.Time, error) {
 		ticks = append(ticks, n)
 	}
 	return ticks, nil
-}
-
-func insertBackfill(ctx context.Context, tx pgx.Tx, taskID string, ticks []time.Time) ([]Run, error) {
-	rows, err := tx.Query(ctx, `
-		WITH inserted AS (
-			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for)
-			SELECT $1, 'schedule', tick FROM unnest($2::timestamptz[]) AS tick
-			-- why: the tick key makes every tick run once, claimed or backfilled.
-			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
-			RETURNING `+runColumns+`
-		),
-		counted AS (
-			UPDATE tasks SET run_count = run_count + (SELECT count(*) FROM inserted) WHERE id = $1
-		)
-		SELECT * FROM inserted ORDER BY scheduled_for`, taskID, ticks)
-	if err != nil {
-		return nil, fmt.Errorf("backfill: %w", err)
-	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-		var r Run
-		return r, row.Scan(runDest(&r)...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("backfill: %w", err)
-	}
-	return runs, nil
 }

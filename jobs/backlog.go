@@ -3,7 +3,6 @@ package jobs
 import (
 	"cmp"
 	"context"
-	_ "embed" // backlog.sql
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,14 +14,8 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// backlogSQL is the one query behind the backlog metrics, the cluster
-// status's backlog section and the chart's KEDA trigger.
-//
-//go:embed backlog.sql
-var backlogSQL string
-
 // ScalerQuery is the chart's KEDA PostgreSQL trigger query: the backlog
-// query's demand column alone (KEDA reads one value). The chart renders the
+// query's (backlogSQL, riverschema.go) demand column alone (KEDA reads one value). The chart renders the
 // same text from chart/files/backlog.sql; the chart tests compare them.
 var ScalerQuery = "SELECT demand FROM (\n" + backlogSQL + ") AS backlog"
 

@@ -2,13 +2,11 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
 )
@@ -59,84 +57,15 @@ func CancelRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], owner
 	if err := cancelJobs(ctx, tx, client, runID); err != nil {
 		return CancelResult{}, err
 	}
-	run, err := markCancelled(ctx, tx, runID)
+	runs, err := cancelRuns(ctx, tx, []string{runID})
 	if err != nil {
 		return CancelResult{}, err
+	}
+	if len(runs) != 1 {
+		return CancelResult{}, fmt.Errorf("cancel run: %w", pgx.ErrNoRows)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return CancelResult{}, fmt.Errorf("cancel run: %w", err)
 	}
-	return CancelResult{Run: run, Changed: true}, nil
-}
-
-// cancelJobs cancels the run's unfinished River jobs (found through River's
-// GIN index on args).
-func cancelJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], runID string) error {
-	rows, err := tx.Query(ctx, `
-		SELECT id FROM river_job
-		WHERE args @> jsonb_build_object('run_id', $1::text) AND kind = 'task_run' AND finalized_at IS NULL`, runID)
-	if err != nil {
-		return fmt.Errorf("cancel run: find job: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("cancel run: find job: %w", err)
-	}
-	for _, id := range ids {
-		if _, err := client.JobCancelTx(ctx, tx, id); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("cancel run: cancel job %d: %w", id, err)
-		}
-	}
-	return nil
-}
-
-func markCancelled(ctx context.Context, tx pgx.Tx, runID string) (Run, error) {
-	var run Run
-	err := tx.QueryRow(ctx, `
-		WITH closed AS (
-			-- why: a running attempt has no record yet (it is written at its
-			-- end); one opened by an earlier version is closed.
-			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, duration_ms, error)
-			SELECT r.id, r.attempt, 'cancelled', coalesce(r.started_at, now()), now(),
-				(EXTRACT(EPOCH FROM now() - coalesce(r.started_at, now())) * 1000)::int, 'cancelled on request'
-			FROM task_runs r WHERE r.id = $1 AND r.status = 'running' AND r.attempt > 0
-			ON CONFLICT (run_id, attempt) DO UPDATE SET status = 'cancelled', finished_at = now(),
-				duration_ms = (EXTRACT(EPOCH FROM now() - a.started_at) * 1000)::int, error = 'cancelled on request'
-				WHERE a.finished_at IS NULL
-		)
-		UPDATE task_runs r SET status = 'cancelled', finished_at = now(), next_attempt_at = NULL,
-			error = 'cancelled on request'
-		WHERE r.id = $1
-		RETURNING `+runColumns, runID).Scan(runDest(&run)...)
-	if err != nil {
-		return Run{}, fmt.Errorf("cancel run: %w", err)
-	}
-	return run, nil
-}
-
-// cancelActiveRuns cancels every queued or running run of the tasks, with
-// their jobs, inside the caller's transaction (overlap cancel_other).
-func cancelActiveRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], taskIDs []string) ([]Run, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT id::text FROM task_runs WHERE task_id = ANY($1::uuid[]) AND finished_at IS NULL AND status IN ('queued', 'running')
-		ORDER BY id FOR UPDATE`, taskIDs)
-	if err != nil {
-		return nil, fmt.Errorf("cancel active runs: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("cancel active runs: %w", err)
-	}
-	out := make([]Run, 0, len(ids))
-	for _, id := range ids {
-		if err := cancelJobs(ctx, tx, client, id); err != nil {
-			return nil, err
-		}
-		run, err := markCancelled(ctx, tx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, run)
-	}
-	return out, nil
+	return CancelResult{Run: runs[0], Changed: true}, nil
 }

@@ -100,7 +100,7 @@ func claimNodes(b *testing.B, url string, n int, announce bool) []claimNode {
 				b.Fatal(err)
 			}
 			b.Cleanup(bus.Stop)
-			opts.Publisher = bus
+			opts.Announcer = NewAnnouncer(AnnouncerOptions{Publisher: bus})
 		}
 		nodes[i] = claimNode{pool: pool, river: client, claimer: NewClaimer(opts)}
 	}

@@ -307,7 +307,7 @@ func TestClaimerStartStop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	startstoptest.Stress(t, func(*testing.T) startstop.Service {
-		return NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, StartJitter: time.Millisecond})
+		return NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{StartJitter: time.Millisecond}})
 	})
 }
 

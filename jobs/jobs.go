@@ -1,17 +1,19 @@
-// Package jobs owns the producer side of the job queue: job argument types,
-// cron schedules, claiming due tasks and enqueueing runs. The web API
-// enqueues through this package and never imports workers.
+// Package jobs owns scheduled and on-demand work up to River: tasks and
+// their cron schedules; runs, their attempts and their state machine
+// (runstate.go: every write of task_runs and task_run_attempts); the claim
+// loop that turns due ticks into runs and River jobs (claim.go, its
+// pacing in pacing.go, the insert notifier in insertnotify.go);
+// triggers, retries, cancels and backfills; the Announcer every run status
+// change goes through; the cluster's view of the queue (rescue of a dead
+// node's jobs, status and scaler figures); and the seam to River's own
+// schema (riverschema.go: every statement on River's tables).
 //
-// It also owns the tasks and task_runs tables: every query on them lives
-// here, so the API, the claim loop and the run worker share one data layer.
+// The API and the run worker (package workers) share it as their data
+// layer; it imports neither.
 package jobs
 
 import (
-	"cmp"
 	"context"
-	"log/slog"
-	"sync"
-	"sync/atomic"
 
 	"github.com/riverqueue/river"
 )
@@ -24,7 +26,7 @@ type RunArgs struct {
 }
 
 // Kind is River's job kind.
-func (RunArgs) Kind() string { return "task_run" }
+func (RunArgs) Kind() string { return runJobKind }
 
 // runInsertOpts gives the job its task's retry budget.
 func runInsertOpts(maxAttempts int) *river.InsertOpts {
@@ -39,52 +41,3 @@ type Publisher interface {
 
 // EventName is the realtime event announcing a run's new status.
 func EventName(status string) string { return "task.run." + status }
-
-// OwnedRun is a run whose status changed (claimed, cancelled, an orphan
-// given its final status, a dead node's run rescued) with its owner: the
-// user its task.run.* event goes to (Announce).
-type OwnedRun struct {
-	Run     Run
-	OwnerID string
-}
-
-// announceAtOnce bounds the publishes Announce has waiting at once (the
-// realtime bus's append batch).
-const announceAtOnce = 500
-
-// Announce publishes each run's status (EventName) to its owner and
-// returns once every publish was answered; a failed one is logged with
-// msg (unless ctx ended; nil logger: slog's default). The publishes wait
-// together, not one after another: a publisher that stores its events
-// (the realtime bus) takes them into one append, where a loop waited a
-// commit for each (a claim of 100 runs spent 100 appends announcing
-// them). Their order in the owner's stream is therefore not the order of
-// runs. A publisher's panic is raised again in the caller, once every
-// other publish was answered, where a recover of the caller's sees it.
-func Announce(ctx context.Context, pub Publisher, logger *slog.Logger, msg string, runs []OwnedRun) {
-	if pub == nil || len(runs) == 0 {
-		return
-	}
-	logger = cmp.Or(logger, slog.Default())
-	slots := make(chan struct{}, announceAtOnce)
-	var wg sync.WaitGroup
-	var panicked atomic.Pointer[any]
-	for _, r := range runs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() {
-				if v := recover(); v != nil {
-					panicked.CompareAndSwap(nil, &v)
-				}
-				<-slots
-			}()
-			if err := pub.PublishUser(ctx, r.OwnerID, EventName(r.Run.Status), r.Run); err != nil && ctx.Err() == nil {
-				logger.Warn(msg, "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
-			}
-		})
-	}
-	wg.Wait()
-	if v := panicked.Load(); v != nil {
-		panic(*v)
-	}
-}

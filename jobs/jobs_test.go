@@ -100,3 +100,19 @@ func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
 }
 
 // eventually polls cond until it holds or the deadline passes.
+
+// lookout is a claim loop's Lookout in tests: listening answers Listening
+// (nil: not listening), outlook is told each look (nil: nobody).
+type lookout struct {
+	listening func() bool
+	outlook   func(Outlook) time.Duration
+}
+
+func (l lookout) Listening() bool { return l.listening != nil && l.listening() }
+
+func (l lookout) Outlook(o Outlook) time.Duration {
+	if l.outlook == nil {
+		return 0
+	}
+	return l.outlook(o)
+}

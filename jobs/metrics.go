@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_task_runs_total",
-			Help: "Task run status changes by new status (queued counts runs created).",
+			Help: "Task run status changes announced to their owners, by new status (queued: a run created, or queued again for a retry or after its node died).",
 		}, []string{"status"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "switchboard_claim_batch_size",
@@ -98,9 +98,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// RunAttempt records how long one attempt's action took and how it ended;
+// attempt records how long one attempt's action took and how it ended;
 // an attempt interrupted by its worker stopping is not counted.
-func (m *Metrics) RunAttempt(action string, o Outcome) {
+func (m *Metrics) attempt(action string, o Outcome) {
 	if m == nil || o.Interrupted {
 		return
 	}
@@ -111,11 +111,16 @@ func (m *Metrics) RunAttempt(action string, o Outcome) {
 	m.duration.WithLabelValues(action, outcome).Observe(max(o.Duration, 0).Seconds())
 }
 
-// QueueWait records how long a run waited from its scheduled_for to its
-// first attempt.
-func (m *Metrics) QueueWait(trigger string, d time.Duration) {
-	if m != nil {
-		m.queueWait.WithLabelValues(trigger).Observe(max(d, 0).Seconds())
+// started records how long a run waited from its scheduled_for to its
+// first attempt starting, by trigger, and a tick's also as its due lag.
+func (m *Metrics) started(r Run) {
+	if m == nil || r.Attempt != 1 || r.StartedAt == nil {
+		return
+	}
+	wait := max(r.StartedAt.Sub(r.ScheduledFor), 0).Seconds()
+	m.queueWait.WithLabelValues(r.Trigger).Observe(wait)
+	if r.Trigger == TriggerSchedule {
+		m.lag.Observe(wait)
 	}
 }
 
@@ -135,17 +140,11 @@ func statusClass(status int) string {
 	return fmt.Sprintf("%dxx", status/100)
 }
 
-// RunStatus counts n runs moving to status.
+// RunStatus counts n runs moving to status (jobs.Announcer counts every
+// announced one).
 func (m *Metrics) RunStatus(status string, n int) {
 	if m != nil && n > 0 {
 		m.runs.WithLabelValues(status).Add(float64(n))
-	}
-}
-
-// DueLag records how late a scheduled run started.
-func (m *Metrics) DueLag(d time.Duration) {
-	if m != nil {
-		m.lag.Observe(max(d, 0).Seconds())
 	}
 }
 

@@ -71,13 +71,21 @@ func TestStatusClass(t *testing.T) {
 	}
 }
 
-func TestRunAttemptOutcomes(t *testing.T) {
+// The Announcer measures an ended attempt by its outcome (an interrupted
+// one not at all) and a first attempt's start by its trigger.
+func TestAnnounceMeasuresRuns(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(prometheus.NewRegistry())
-	m.RunAttempt(ActionWebhook, Outcome{Status: StatusSucceeded, Duration: time.Second})
-	m.RunAttempt(ActionWebhook, Outcome{Status: StatusQueued, Duration: time.Second})
-	m.RunAttempt(ActionWebhook, Outcome{Status: StatusQueued, Interrupted: true, Duration: time.Second})
-	m.RunAttempt(ActionPublish, Outcome{Status: StatusFailed, Duration: time.Second})
+	a := NewAnnouncer(AnnouncerOptions{Metrics: m})
+	ended := func(action string, o Outcome) OwnedRun {
+		o.Duration = time.Second
+		return OwnedRun{Run: Run{Status: o.Status}, Ended: &EndedAttempt{Action: action, Outcome: o}}
+	}
+	a.Announce(context.Background(), ended(ActionWebhook, Outcome{Status: StatusSucceeded}))
+	a.Announce(context.Background(), ended(ActionWebhook, Outcome{Status: StatusQueued}),
+		ended(ActionWebhook, Outcome{Status: StatusQueued, Interrupted: true}), ended(ActionPublish, Outcome{Status: StatusFailed}))
+	// A rescue's failed run is no attempt's outcome.
+	a.Announce(context.Background(), OwnedRun{Run: Run{Status: StatusFailed}})
 	for _, tc := range []struct {
 		action, outcome string
 		want            uint64
@@ -88,6 +96,22 @@ func TestRunAttemptOutcomes(t *testing.T) {
 		if got := histogramCount(t, m.duration.WithLabelValues(tc.action, tc.outcome)); got != tc.want {
 			t.Errorf("%s %s: %d observations, want %d (an interrupted attempt is not one)", tc.action, tc.outcome, got, tc.want)
 		}
+	}
+
+	tick := time.Now().Add(-time.Minute)
+	started := func(trigger string, attempt int) OwnedRun {
+		now := time.Now()
+		return OwnedRun{Run: Run{Status: StatusRunning, Trigger: trigger, Attempt: attempt, ScheduledFor: tick, StartedAt: &now}}
+	}
+	a.Announce(context.Background(), started(TriggerSchedule, 1))
+	a.Announce(context.Background(), started(TriggerManual, 1), started(TriggerManual, 2))
+	for trigger, want := range map[string]uint64{TriggerSchedule: 1, TriggerManual: 1} {
+		if got := histogramCount(t, m.queueWait.WithLabelValues(trigger)); got != want {
+			t.Errorf("queue wait of %s: %d observations, want %d (only a first attempt's start)", trigger, got, want)
+		}
+	}
+	if got := histogramCount(t, m.lag); got != 1 {
+		t.Errorf("due lag: %d observations, want 1 (the tick's)", got)
 	}
 }
 

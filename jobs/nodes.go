@@ -15,16 +15,16 @@ import (
 )
 
 // NodeJobs is the job queue as the cluster sees it: its RescueJobs and
-// Work hooks. The queue's tables (river_job, tasks, task_runs) are this
+// Work hooks. The queue's tables (River's, tasks, task_runs) are this
 // package's; the cluster only knows which nodes are dead.
 type NodeJobs struct {
 	DB db.DB
 	// NodeID is this node, named in the rescued jobs' errors.
 	NodeID string
 	Logger *slog.Logger
-	// Publisher announces the rescued runs' new status (task.run.queued or
-	// task.run.failed) to their owners; nil announces nothing.
-	Publisher Publisher
+	// Announcer announces the rescued runs' new status (queued or failed);
+	// nil announces nothing.
+	Announcer *Announcer
 	// Backlog reads the status's backlog section (shared with the metrics,
 	// cached); nil reads it afresh on each status.
 	Backlog *BacklogReader
@@ -42,6 +42,14 @@ type RescuedJob struct {
 	Queue    string
 }
 
+// RescuedRun is a run whose job was running on a node that died: the
+// cluster made the job available again, or discarded it (attempts spent).
+type RescuedRun struct {
+	RunID     string
+	DeadNode  string
+	Discarded bool
+}
+
 // Rescue makes the running jobs of deadNodes available again now (or
 // discards those whose attempts are spent) and puts their task runs back
 // to queued (or failed), in one transaction. It is cluster.Options.RescueJobs.
@@ -51,7 +59,7 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 		return 0, fmt.Errorf("rescue jobs: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rescued, err := jobsRescue(ctx, tx, deadNodes, n.NodeID)
+	rescued, err := rescueJobs(ctx, tx, deadNodes, n.NodeID)
 	if err != nil || len(rescued) == 0 {
 		return 0, err
 	}
@@ -70,7 +78,7 @@ func (n NodeJobs) Rescue(ctx context.Context, deadNodes []string) (int, error) {
 		logger.Warn("rescued a job of a dead node", "job_id", j.ID, "kind", j.Kind, "state", j.State, "dead_node", j.DeadNode)
 	}
 	// After the commit: a rolled-back rescue announced nothing.
-	Announce(context.WithoutCancel(ctx), n.Publisher, logger, "publish rescued run event", runs)
+	n.Announcer.Announce(context.WithoutCancel(ctx), runs...)
 	return len(rescued), nil
 }
 
@@ -101,50 +109,10 @@ func notifyRescued(ctx context.Context, tx pgx.Tx, rescued []RescuedJob) error {
 	if len(queues) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `
-		SELECT pg_notify(`+insertChannelSQL("''")+`, json_build_object('queue', q)::text)
-		FROM unnest($1::text[]) AS q`, queues)
-	if err != nil {
+	if err := notifyInsertQueues(ctx, tx, queues); err != nil {
 		return fmt.Errorf("rescue jobs: notify: %w", err)
 	}
 	return nil
-}
-
-// jobsRescue makes the running jobs last attempted by deadNodes available
-// again at once, and returns them.
-//
-// Why a statement on River's table: River's own rescuer waits for
-// RescueStuckJobsAfter and its JobRetry API leaves running jobs alone, while
-// an `overlap: skip` task gets no tick until its run ends. The job's last
-// attempted_by is the River client id, which is the node id. Like River's
-// rescuer, it appends an AttemptError and discards a job whose attempts are
-// spent. Like JobRetry, it makes the job available with scheduled_at now,
-// rather than retryable: retryable jobs wait for River's scheduler, which
-// runs on the leader, which may be the dead node. Concurrent callers are
-// safe: row locks serialise them and the second finds the job no longer
-// running.
-func jobsRescue(ctx context.Context, q db.DB, deadNodes []string, by string) ([]RescuedJob, error) {
-	rows, err := q.Query(ctx, `
-		UPDATE river_job j
-		SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'available' END::river_job_state,
-			scheduled_at = now(),
-			finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-			errors = array_append(j.errors, jsonb_build_object(
-				'at', now(), 'attempt', j.attempt, 'trace', '',
-				'error', format('node %s stopped heartbeating while running this job; rescued by node %s', j.attempted_by[array_upper(j.attempted_by, 1)], $2::text)))
-		WHERE j.state = 'running' AND j.attempted_by[array_upper(j.attempted_by, 1)] = ANY($1::text[])
-		RETURNING j.id, j.kind, j.args, j.state::text, j.attempted_by[array_upper(j.attempted_by, 1)], j.queue`, deadNodes, by)
-	if err != nil {
-		return nil, fmt.Errorf("rescue jobs of dead nodes: %w", err)
-	}
-	rescued, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RescuedJob, error) {
-		var j RescuedJob
-		return j, r.Scan(&j.ID, &j.Kind, &j.Args, &j.State, &j.DeadNode, &j.Queue)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("rescue jobs of dead nodes: %w", err)
-	}
-	return rescued, nil
 }
 
 // Work reports the queue, the running jobs by node, the scheduler backlog
@@ -168,49 +136,6 @@ func (n NodeJobs) Work(ctx context.Context) (cluster.Work, error) {
 		w.Backlog, err = ReadBacklog(ctx, n.DB)
 	}
 	return w, err
-}
-
-func queueCounts(ctx context.Context, q db.DB) (cluster.QueueCounts, error) {
-	var c cluster.QueueCounts
-	err := q.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE state = 'available'),
-			count(*) FILTER (WHERE state = 'running'),
-			count(*) FILTER (WHERE state = 'scheduled'),
-			count(*) FILTER (WHERE state = 'retryable'),
-			count(*) FILTER (WHERE state = 'discarded')
-		FROM river_job
-		WHERE state IN ('available', 'running', 'scheduled', 'retryable', 'discarded')`).
-		Scan(&c.Available, &c.Running, &c.Scheduled, &c.Retryable, &c.Discarded)
-	if err != nil {
-		return c, fmt.Errorf("count jobs: %w", err)
-	}
-	return c, nil
-}
-
-// jobsRunningByNode counts running jobs by the node that fetched them last.
-func jobsRunningByNode(ctx context.Context, q db.DB) (map[string]int, error) {
-	rows, err := q.Query(ctx, `
-		SELECT attempted_by[array_upper(attempted_by, 1)], count(*)
-		FROM river_job WHERE state = 'running' GROUP BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("count running jobs: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var node *string
-		var n int
-		if err := rows.Scan(&node, &n); err != nil {
-			return nil, fmt.Errorf("count running jobs: %w", err)
-		}
-		if node != nil {
-			out[*node] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count running jobs: %w", err)
-	}
-	return out, nil
 }
 
 // schedulerBacklog is DueStats as the status shows it: due tasks and how

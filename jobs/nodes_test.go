@@ -57,7 +57,7 @@ func TestNodeJobsRescue(t *testing.T) {
 		retry := insertRunningJob(t, b.pool, `{"run_id":"`+retried.ID+`"}`, "dead", 1, 3)
 		discard := insertRunningJob(t, b.pool, `{"run_id":"`+spent.ID+`"}`, "dead", 3, 3)
 		events := &recordedEvents{}
-		n, err := NodeJobs{DB: b.pool, NodeID: "rescuer", Publisher: events}.Rescue(ctx, []string{"dead"})
+		n, err := NodeJobs{DB: b.pool, NodeID: "rescuer", Announcer: NewAnnouncer(AnnouncerOptions{Publisher: events})}.Rescue(ctx, []string{"dead"})
 		if err != nil || n != 2 {
 			t.Fatalf("rescued %d: %v", n, err)
 		}

@@ -39,9 +39,9 @@ func TestOutlookIsToldAheadOfTheTick(t *testing.T) {
 	b.dueAt(t, task.ID, tick)
 	const ahead = 5 * time.Second
 	var seen outlooks
-	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, StartJitter: time.Millisecond,
-		Listening: func() bool { return true }, IdlePoll: time.Hour, // no poll: only the tick (and the look ahead) wake it
-		Outlook: func(o Outlook) time.Duration { seen.add(o); return ahead }})
+	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{StartJitter: time.Millisecond,
+		IdlePoll: time.Hour, // no poll: only the tick (and the look ahead) wake it
+		Lookout:  lookout{listening: func() bool { return true }, outlook: func(o Outlook) time.Duration { seen.add(o); return ahead }}}})
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestOutlookTellsOfJobs(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	var seen outlooks
-	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Outlook: func(o Outlook) time.Duration { seen.add(o); return 0 }})
+	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{Lookout: lookout{outlook: func(o Outlook) time.Duration { seen.add(o); return 0 }}}})
 	look := func() Outlook {
 		n := len(seen.all())
 		c.untilNext(ctx)

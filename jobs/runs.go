@@ -165,65 +165,6 @@ type RunContext struct {
 // and that many runs are running, or earlier runs wait ahead of it.
 var ErrNoSlot = errors.New("no run slot free: the run waits")
 
-// StartRun marks a queued (or interrupted running) run as running for the
-// given attempt and returns the run with its task. The attempt's record is
-// written once, when it ends (FinishAttempt, a cancel, a rescue); until
-// then the run row (running, attempt, started_at) is the record of the
-// attempt in progress (ListAttempts shows it). A run found running on
-// another attempt lost its worker before the outcome was written: that
-// attempt is recorded as interrupted here. db.ErrNotFound means there is
-// nothing to do: the task was deleted or the run already finished or was
-// cancelled. ErrNoSlot means it must wait for a slot.
-func StartRun(ctx context.Context, q db.DB, runID string, attempt int) (RunContext, error) {
-	tx, err := q.Begin(ctx)
-	if err != nil {
-		return RunContext{}, fmt.Errorf("start run: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := takeSlot(ctx, tx, runID); err != nil {
-		return RunContext{}, err
-	}
-	var rc RunContext
-	var skip any
-	dest := append([]any{&skip}, runDest(&rc.Run)...)
-	dest = append(dest, &rc.SigningSecret)
-	dest = append(dest, taskDest(&rc.Task)...)
-	err = tx.QueryRow(ctx, `
-		WITH prev AS (
-			-- why: the statement's snapshot, before started changes the row.
-			SELECT id, attempt, started_at FROM task_runs WHERE id = $1 AND status = 'running' AND attempt <> $2
-		),
-		started AS (
-			-- clock_timestamp: the time the run was admitted, after any wait
-			-- for the slot lock (now() is when the transaction began).
-			UPDATE task_runs r SET status = 'running', attempt = $2, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
-			FROM tasks t
-			WHERE r.id = $1 AND t.id = r.task_id AND r.status IN ('queued', 'running')
-			RETURNING r.id AS run_uuid, `+runColumns+`, t.signing_secret, `+taskColumns+`
-		),
-		`+interruptedPrev+`
-		SELECT * FROM started`, runID, attempt).Scan(dest...)
-	if err != nil {
-		return RunContext{}, db.Translate(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return RunContext{}, fmt.Errorf("start run: %w", err)
-	}
-	return rc, nil
-}
-
-// interruptedPrev is the CTE of the start statements that records the
-// attempt a started run was left running on (prev: id, attempt,
-// started_at; started: run_uuid) as interrupted.
-const interruptedPrev = `interrupted AS (
-			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, error)
-			SELECT p.id, p.attempt, 'interrupted', coalesce(p.started_at, now()), now(),
-				'the worker of this attempt stopped before recording its outcome; the run was started again'
-			FROM prev p JOIN started s ON s.run_uuid = p.id
-			ON CONFLICT (run_id, attempt) DO UPDATE SET status = EXCLUDED.status, finished_at = EXCLUDED.finished_at, error = EXCLUDED.error
-				WHERE a.finished_at IS NULL
-		)`
-
 // takeSlot admits a run of a task with a concurrency limit, or returns
 // ErrNoSlot. Starts of one task are serialised by a transaction-scoped
 // advisory lock on its id (not the task row, which the claim loop locks),
@@ -287,56 +228,6 @@ func (o Outcome) attemptStatus() string {
 	return o.Status
 }
 
-// FinishAttempt records an attempt's outcome: it writes the attempt's
-// record (started at o.StartedAt, finished now) and updates the run, and
-// returns the run. A run going back to queued keeps its error so users
-// see why it is retried. A cancelled run stays cancelled (db.ErrNotFound),
-// and so does its attempt (the cancel recorded it); so does a run already
-// on a later attempt. An attempt recorded already (cancelled,
-// interrupted) keeps its record.
-func FinishAttempt(ctx context.Context, q db.DB, runID string, o Outcome) (Run, error) {
-	var r Run
-	err := q.QueryRow(ctx, `
-		WITH input AS (
-			SELECT $1::uuid AS run_id, $7::text AS attempt_status, $8::int AS attempt, $6::bigint AS duration_ms,
-				$3::int AS http_status, $4::text AS error, $5::text AS excerpt, $10::timestamptz AS started_at
-		),
-		`+recordAttempts+`
-		UPDATE task_runs r SET status = $2, http_status = $3, error = $4, response_excerpt = $5, duration_ms = $6,
-			finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
-			next_attempt_at = $9
-		-- why: the attempt too, so a worker its node was declared dead under
-		-- (its run rescued and started again elsewhere) cannot overwrite the
-		-- newer attempt's run.
-		WHERE r.id = $1 AND r.status <> 'cancelled' AND r.attempt = $8
-		RETURNING `+runColumns,
-		runID, o.Status, nilIfZero(o.HTTPStatus), nilIfZero(o.Error), nilIfZero(o.Excerpt), o.Duration.Milliseconds(),
-		o.attemptStatus(), o.Attempt, o.NextAttemptAt, nilIfZero(o.StartedAt)).Scan(runDest(&r)...)
-	if err != nil {
-		return Run{}, fmt.Errorf("finish run attempt: %w", db.Translate(err))
-	}
-	return r, nil
-}
-
-// recordAttempts is the CTE of the finish statements that writes the
-// attempts of input (run_id, attempt, attempt_status, started_at,
-// duration_ms, http_status, error, excerpt) once, at their end. A record
-// that exists already keeps its outcome once finished (a cancel or a
-// rescue recorded it first); an open one (written at the start by an
-// earlier version) is closed.
-const recordAttempts = `recorded AS (
-			INSERT INTO task_run_attempts AS a (run_id, attempt, status, started_at, finished_at, duration_ms, http_status, error, response_excerpt)
-			SELECT i.run_id, i.attempt, i.attempt_status, coalesce(i.started_at, now() - make_interval(secs => i.duration_ms / 1000.0)),
-				now(), i.duration_ms, i.http_status, i.error, i.excerpt
-			FROM input i
-			-- why: a run deleted meanwhile (its task deleted) has nothing to record.
-			WHERE EXISTS (SELECT 1 FROM task_runs x WHERE x.id = i.run_id)
-			ON CONFLICT (run_id, attempt) DO UPDATE SET status = EXCLUDED.status, finished_at = EXCLUDED.finished_at,
-				duration_ms = EXCLUDED.duration_ms, http_status = EXCLUDED.http_status, error = EXCLUDED.error,
-				response_excerpt = EXCLUDED.response_excerpt
-				WHERE a.finished_at IS NULL
-		)`
-
 func nilIfZero[T comparable](v T) *T {
 	var zero T
 	if v == zero {
@@ -348,22 +239,4 @@ func nilIfZero[T comparable](v T) *T {
 func taskDest(t *Task) []any {
 	return []any{&t.ID, &t.OwnerID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
 		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
-}
-
-// PruneRuns deletes finished runs older than retention, in batches so a
-// large backlog never holds long locks. It returns how many it deleted.
-func PruneRuns(ctx context.Context, q db.DB, retention time.Duration) (int64, error) {
-	var total int64
-	for {
-		tag, err := q.Exec(ctx, `
-			DELETE FROM task_runs WHERE id IN (
-				SELECT id FROM task_runs WHERE finished_at < now() - make_interval(secs => $1) LIMIT 5000)`, retention.Seconds())
-		if err != nil {
-			return total, fmt.Errorf("prune runs: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < 5000 {
-			return total, nil
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,33 +96,11 @@ func (w *RunWriter) startBatch(ctx context.Context, in []startRequest) []batchRe
 	for i, r := range in {
 		ids[i], attempts[i] = r.runID, int32(r.attempt)
 	}
-	rows, err := w.db.Query(ctx, `
-		WITH input AS (
-			SELECT DISTINCT ON (run_id) run_id, attempt FROM unnest($1::uuid[], $2::int[]) AS i(run_id, attempt)
-		),
-		prev AS (
-			-- why: the statement's snapshot, before started changes the rows.
-			SELECT r.id, r.attempt, r.started_at FROM task_runs r JOIN input i ON r.id = i.run_id
-			WHERE r.status = 'running' AND r.attempt <> i.attempt
-		),
-		started AS (
-			UPDATE task_runs r SET status = 'running', attempt = i.attempt, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
-			FROM input i, tasks t
-			WHERE r.id = i.run_id AND t.id = r.task_id AND r.status IN ('queued', 'running')
-				-- why: no concurrency limit (see takeSlot); limited runs start alone.
-				AND t.overlap NOT IN ('buffer_one', 'cancel_other') AND t.max_concurrency IS NULL
-			RETURNING r.id AS run_uuid, `+runColumns+`, t.signing_secret, `+taskColumns+`
-		),
-		`+interruptedPrev+`
-		SELECT * FROM started`, ids, attempts)
+	rows, err := w.db.Query(ctx, startRunsSQL(true), ids, attempts)
 	got := map[runKey]RunContext{}
 	if err == nil {
 		var rc RunContext
-		var skip any
-		dest := append([]any{&skip}, runDest(&rc.Run)...)
-		dest = append(dest, &rc.SigningSecret)
-		dest = append(dest, taskDest(&rc.Task)...)
-		_, err = pgx.ForEachRow(rows, dest, func() error {
+		_, err = pgx.ForEachRow(rows, startDest(&rc), func() error {
 			got[runKey{rc.Run.ID, rc.Run.Attempt}] = rc
 			return nil
 		})
@@ -150,33 +127,7 @@ func (w *RunWriter) startBatch(ctx context.Context, in []startRequest) []batchRe
 // finishBatch records, in one statement, the outcomes of a batch; each row
 // is updated on the conditions FinishAttempt states.
 func (w *RunWriter) finishBatch(ctx context.Context, in []finishRequest) []batchResult[Run] {
-	n := len(in)
-	ids, statuses, attemptStatuses := make([]string, n), make([]string, n), make([]string, n)
-	httpStatuses, attempts := make([]*int32, n), make([]int32, n)
-	errs, excerpts := make([]*string, n), make([]*string, n)
-	durations, nexts, starts := make([]int64, n), make([]*time.Time, n), make([]*time.Time, n)
-	for i, r := range in {
-		o := r.o
-		ids[i], statuses[i], attemptStatuses[i], attempts[i] = r.runID, o.Status, o.attemptStatus(), int32(o.Attempt)
-		httpStatuses[i], errs[i], excerpts[i] = nilIfZero(int32(o.HTTPStatus)), nilIfZero(o.Error), nilIfZero(o.Excerpt)
-		durations[i], nexts[i], starts[i] = o.Duration.Milliseconds(), o.NextAttemptAt, nilIfZero(o.StartedAt)
-	}
-	rows, err := w.db.Query(ctx, `
-		WITH input AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::int[], $9::timestamptz[], $10::timestamptz[])
-				AS i(run_id, status, http_status, error, excerpt, duration_ms, attempt_status, attempt, next_attempt_at, started_at)
-		),
-		`+recordAttempts+`
-		UPDATE task_runs r SET status = i.status, http_status = i.http_status, error = i.error, response_excerpt = i.excerpt,
-			duration_ms = i.duration_ms,
-			finished_at = CASE WHEN i.status IN ('succeeded', 'failed', 'cancelled') THEN now() END,
-			next_attempt_at = i.next_attempt_at
-		FROM input i
-		-- why: as in FinishAttempt, the attempt too (a late worker cannot
-		-- overwrite a newer attempt's run).
-		WHERE r.id = i.run_id AND r.status <> 'cancelled' AND r.attempt = i.attempt
-		RETURNING `+runColumns,
-		ids, statuses, httpStatuses, errs, excerpts, durations, attemptStatuses, attempts, nexts, starts)
+	rows, err := w.db.Query(ctx, finishAttemptsSQL, finishArgs(in)...)
 	got := map[runKey]Run{}
 	if err == nil {
 		var run Run
@@ -185,7 +136,7 @@ func (w *RunWriter) finishBatch(ctx context.Context, in []finishRequest) []batch
 			return nil
 		})
 	}
-	out := make([]batchResult[Run], n)
+	out := make([]batchResult[Run], len(in))
 	for i, r := range in {
 		switch run, ok := got[runKey{r.runID, r.o.Attempt}]; {
 		case db.Transient(err): // as in startBatch

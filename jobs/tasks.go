@@ -228,6 +228,21 @@ func DeactivateTask(ctx context.Context, q db.DB, id string) error {
 	return nil
 }
 
+// withdrawAhead deletes, in the caller's transaction, the task's runs
+// claimed ahead of a tick that is still in the future, with their River
+// jobs: a task changed (paused, rescheduled, edited) before its tick gets
+// the tick decided anew, as if it had not been claimed yet. A run whose
+// job a producer already fetched (the tick came) is left alone
+// (deleteAheadJobs). It returns the earliest withdrawn tick (zero: none),
+// for the caller to keep due.
+func withdrawAhead(ctx context.Context, tx pgx.Tx, taskID string) (time.Time, error) {
+	runs, err := deleteAheadJobs(ctx, tx, taskID)
+	if err != nil || len(runs) == 0 {
+		return time.Time{}, err
+	}
+	return withdrawRuns(ctx, tx, taskID, runs)
+}
+
 // IsValidation reports whether err is bad input (*ValidationError).
 func IsValidation(err error) (*ValidationError, bool) {
 	var v *ValidationError

@@ -139,20 +139,6 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 	return TriggerResult{Run: run, Cancelled: cancelled}, nil
 }
 
-// overlapAdmits is the SQL condition under which a new run of a task may be
-// inserted, given the task's overlap column and task id expressions:
-// skip — no run queued or running; buffer_one — no run waiting (queued,
-// never attempted); allow and cancel_other — always (cancel_other has
-// cancelled the active runs first). Active runs are found through the
-// index of unfinished runs (finished_at IS NULL; migration 00012).
-func overlapAdmits(overlap, taskID string) string {
-	return `(` + overlap + ` IN ('allow', 'cancel_other')
-		OR (` + overlap + ` = 'skip' AND NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.finished_at IS NULL AND a.status IN ('queued', 'running')))
-		OR (` + overlap + ` = 'buffer_one' AND NOT EXISTS (
-			SELECT 1 FROM task_runs a WHERE a.task_id = ` + taskID + ` AND a.finished_at IS NULL AND a.status = 'queued' AND a.attempt = 0)))`
-}
-
 // claimKey takes the idempotency key for runID and returns runID, or the
 // run that holds the key (younger than IdempotencyWindow).
 func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string, error) {
@@ -173,41 +159,19 @@ func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string
 	return got, nil
 }
 
-func insertManualRun(ctx context.Context, tx pgx.Tx, runID string, req TriggerRequest) (Run, error) {
-	var run Run
-	err := tx.QueryRow(ctx, `
-		WITH task AS (
-			UPDATE tasks SET run_count = run_count + 1, last_run_at = now() WHERE id = $2 RETURNING overlap
-		)
-		INSERT INTO task_runs AS r (id, task_id, trigger, scheduled_for, payload, retry_of)
-		SELECT $1, $2, 'manual', coalesce($3::timestamptz, now()), $4::jsonb, $5::uuid FROM task
-		-- why: conditional insert, no read-then-write; the task row lock
-		-- serialises it with claims and other triggers.
-		WHERE `+overlapAdmits("task.overlap", "$2")+`
-		RETURNING `+runColumns, runID, req.TaskID, req.RunAt, jsonArg(req.Payload), nilIfZero(req.RetryOf)).Scan(runDest(&run)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, ErrRunActive
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("trigger run: %w", err)
-	}
-	return run, nil
-}
-
 // enqueueRun inserts the run's River job, due at runAt (nil: now). A
-// delayed job goes through ReleaseAtTick: it is inserted available with
+// delayed job goes through InsertAvailable: it is inserted available with
 // scheduled_at = run_at (no producer fetches it before), and the
 // TasksChannel notice, sent at commit, wakes every replica's claim loop,
 // whose idle question finds run_at and has the producers notified at it
-// (Claimer.ReleaseAt). A client without the middleware inserts it
-// scheduled: River's scheduler releases it up to 5 s early and the run
+// (Claimer.FetchableAt). A client without the middleware inserts it
+// scheduled: River's scheduler makes it available up to 5 s early and the run
 // starts at the first fetch poll after run_at, as in poll-only mode.
 func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
 	opts := runInsertOpts(maxAttempts)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
-		var seen bool
-		ctx = context.WithValue(ctx, releaseKey{}, &seen)
+		ctx, _ = markInsertAvailable(ctx)
 		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, TasksChannel); err != nil {
 			return fmt.Errorf("trigger run: notify claim loops: %w", err)
 		}

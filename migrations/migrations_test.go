@@ -15,19 +15,19 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/migrations"
-	"github.com/switchboard/switchboard/web"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
 
 // TestAccountsMigration: rows stored before emails were normalised (lower
 // case by strings.ToLower, so Unicode folded; unique by lower(email)) end up
-// in web.NormalizeEmail's form, or disabled and stripped of admin when they
-// have none — the look-alike admin that SWITCHBOARD_ADMIN_EMAILS could make
-// keeps nothing.
+// in accounts.NormalizeEmail's form, or disabled and stripped of admin when
+// they have none — the look-alike admin that SWITCHBOARD_ADMIN_EMAILS could
+// make keeps nothing.
 func TestAccountsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func TestAccountsMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 		got[email] = [2]any{role, disabled}
-		norm, nerr := web.NormalizeEmail(email)
+		norm, nerr := accounts.NormalizeEmail(email)
 		switch {
 		case !disabled && (nerr != nil || norm != email):
 			t.Errorf("%q is enabled but not in normal form (%q, %v)", email, norm, nerr)

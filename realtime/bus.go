@@ -29,23 +29,18 @@ const Channel = "switchboard_bus"
 // (counted in bytes). Anything that large goes to bus_spill.
 const maxNotifyBytes = 8000
 
-// DefaultIdlePing: a LISTEN connection that heard nothing for this long is
-// pinged (a round trip; it must answer within 2 s). A connection that dies
-// without a reset (a lost network) is found within about 12 s, and what
-// was appended meanwhile is read once LISTEN is back (the streams'
-// catch-up), so a longer wait delays, never loses; an idle replica pays a
-// ping every 10 s for it (it paid one every 5 s before the idle round trip
-// budget of issue 18).
+// DefaultIdlePing is how long a LISTEN connection may hear nothing before
+// it is pinged (a round trip; it must answer within 2 s). A connection
+// that dies without a reset (a lost network) is found within about 12 s,
+// and what was appended meanwhile is read once LISTEN is back (the
+// streams' catch-up), so a longer wait delays, never loses; an idle
+// replica pays one round trip per period for it.
 const DefaultIdlePing = 10 * time.Second
 
 // BusOptions configure a Bus; zero values mean defaults.
 type BusOptions struct {
-	Pool   *pgxpool.Pool
-	NodeID string
-	// Hub is what the bus delivers to this replica's sockets through (a
-	// *Hub). Nil on worker-only replicas: the bus then publishes but does
-	// not LISTEN on Channel (only on the channels of Notices, if any).
-	Hub      deliverer
+	Pool     *pgxpool.Pool
+	NodeID   string
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	// ListenConfig is the dedicated LISTEN connection's configuration;
@@ -87,8 +82,15 @@ type BusOptions struct {
 	StopTimeout time.Duration
 }
 
-// deliverer is what the bus hands envelopes for this replica's sockets
-// to: the hub.
+// localSockets is this replica's sockets as the bus hands them what it
+// publishes and hears: the hub, in its three roles.
+type localSockets interface {
+	deliverer
+	streamSink
+	roomGuard
+}
+
+// deliverer takes the ephemeral frames of envelopes.
 type deliverer interface {
 	// deliver writes frame to the sockets of user, of room, or (neither) all.
 	deliver(user, room string, frame []byte) int
@@ -98,11 +100,10 @@ type deliverer interface {
 	// hasRecipients reports whether an event for user, room or (neither)
 	// everyone has a socket here.
 	hasRecipients(user, room string) bool
-	streamSink
 }
 
-// streamSink is what the bus hands stored events to: the hub, whose
-// sockets deliver each stream's offsets once and in order.
+// streamSink takes stored events; its sockets deliver each stream's
+// offsets once and in order.
 type streamSink interface {
 	// offer delivers stored events (this replica's appends, doorbell
 	// bodies) to the sockets that follow their streams.
@@ -115,7 +116,7 @@ type streamSink interface {
 
 // Bus delivers events to local sockets at once and to every other replica
 // through pg_notify. Stored events are first appended to their stream
-// (appender.go) and NOTIFY only rings the other replicas' doorbell; a
+// (bus_streams.go) and NOTIFY only rings the other replicas' doorbell; a
 // replica that missed it reads the stream (the hub's catch-up). Ephemeral
 // events travel in the notification itself, at most once. One publisher
 // goroutine sends whatever is pending in one round trip; one dedicated
@@ -123,7 +124,7 @@ type streamSink interface {
 type Bus struct {
 	opts    BusOptions
 	logger  *slog.Logger
-	hub     deliverer // nil: no sockets here
+	hub     localSockets // nil: no sockets here (NewBus); New sets it
 	metrics busMetrics
 	base    startstop.Base
 
@@ -172,8 +173,9 @@ type outgoing struct {
 	doorbell  bool // a stream doorbell of this node (stream.EncodeDoorbells)
 }
 
-// NewBus builds a bus that delivers to opts.Hub. The hub's clients publish
-// through the bus once cmd hands it over (Hub.PublishThrough).
+// NewBus builds a bus with no sockets here, a worker-only replica's: it
+// publishes (run events) and hears the channels of Notices, but does not
+// LISTEN on Channel. New builds one with the hub it delivers to.
 func NewBus(opts BusOptions) *Bus {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.IdlePing = cmp.Or(opts.IdlePing, DefaultIdlePing)
@@ -184,9 +186,6 @@ func NewBus(opts BusOptions) *Bus {
 	}
 	opts.FindUserTimeout = cmp.Or(opts.FindUserTimeout, time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
-	if h, ok := opts.Hub.(*Hub); ok && h == nil {
-		opts.Hub = nil // a nil *Hub is no hub
-	}
 	opts.QueueSize = cmp.Or(opts.QueueSize, 10000)
 	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
 	if opts.NodeID == "" {
@@ -196,7 +195,7 @@ func NewBus(opts BusOptions) *Bus {
 		opts.ListenConfig = opts.Pool.Config().ConnConfig.Copy()
 	}
 	b := &Bus{
-		opts: opts, logger: opts.Logger.With("component", "bus"), hub: opts.Hub,
+		opts: opts, logger: opts.Logger.With("component", "bus"),
 		queue: make(chan outgoing, opts.QueueSize), appends: make(chan appendReq, opts.QueueSize),
 		appendsDone: make(chan struct{}),
 		calls:       map[string]chan json.RawMessage{}, searches: map[string]chan struct{}{},

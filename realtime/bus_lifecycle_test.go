@@ -31,7 +31,7 @@ func TestBusStartStop(t *testing.T) {
 	t.Run("WithHub", func(t *testing.T) {
 		t.Parallel()
 		startstoptest.Stress(t, func(*testing.T) startstop.Service {
-			return NewBus(BusOptions{Pool: pool, Hub: NewHub(HubOptions{})})
+			return New(Options{Bus: BusOptions{Pool: pool}, Hub: &HubOptions{}}).Bus
 		})
 	})
 	t.Run("WithoutHub", func(t *testing.T) {
@@ -213,7 +213,7 @@ func TestBusFailedStartLeavesNothingRunning(t *testing.T) {
 	}
 	nowhere.Host, nowhere.Port = "127.0.0.1", uint16(l.Addr().(*net.TCPAddr).Port)
 	l.Close() // nothing listens there any more: every LISTEN attempt fails
-	bus := NewBus(BusOptions{Pool: pool, Hub: NewHub(HubOptions{}), ListenConfig: nowhere})
+	bus := New(Options{Bus: BusOptions{Pool: pool, ListenConfig: nowhere}, Hub: &HubOptions{}}).Bus
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := bus.Start(ctx); err == nil {

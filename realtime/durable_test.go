@@ -188,10 +188,10 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
 	a := startNode(t, dbURL, HubOptions{})
-	b := startNode(t, dbURL, HubOptions{}, func(o *BusOptions) {
-		cfg := o.Pool.Config().ConnConfig.Copy()
+	b := startNode(t, dbURL, HubOptions{}, func(o *Options) {
+		cfg := o.Bus.Pool.Config().ConnConfig.Copy()
 		cfg.User, cfg.Password = role, role
-		o.ListenConfig = cfg
+		o.Bus.ListenConfig = cfg
 	})
 	user, room := uuid.NewString(), "outage-"+uuid.NewString()
 	c := dial(t, b, user)

@@ -41,7 +41,7 @@ type follow struct {
 	// held: a new socket's user stream delivers nothing until the client's
 	// first frame has been handled (or holdNewSockets passed), so that a
 	// resume sent first positions it before any live event is written;
-	// the release reads from the head, so nothing is lost meanwhile.
+	// the end of the hold reads from the head, so nothing is lost meanwhile.
 	held bool
 	// checked: the resume's position was compared with the store.
 	checked, recovered bool
@@ -99,9 +99,9 @@ func (h *Hub) followUser(c *client, head *position) {
 // client's first frame.
 const holdNewSockets = time.Second
 
-// releaseHeld starts the held user stream of c: from where it was held,
+// endHold starts the held user stream of c: from where it was held,
 // or from the position a resume gave it.
-func (h *Hub) releaseHeld(c *client) {
+func (h *Hub) endHold(c *client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	name := stream.UserStream(c.user)
@@ -171,13 +171,13 @@ func (h *Hub) finishResume(c *client, name string, f *follow) {
 }
 
 // newResume is a resume being registered: it is answered only once the
-// registration ends (releaseResume) and every stream has caught up.
+// registration ends (resumeRegistered) and every stream has caught up.
 func newResume() *resumeReq {
 	return &resumeReq{pending: 1, streams: map[string]resumedStream{}}
 }
 
-// releaseResume ends req's registration.
-func (h *Hub) releaseResume(c *client, req *resumeReq) {
+// resumeRegistered ends req's registration.
+func (h *Hub) resumeRegistered(c *client, req *resumeReq) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.resumeDoneLocked(c, req)
@@ -191,16 +191,6 @@ func (h *Hub) resumeDoneLocked(c *client, req *resumeReq) {
 		frame, _ := encodeFrame(Event{Event: EventResumed, Payload: payload}, time.Now())
 		h.writeLocked(c, frame)
 	}
-}
-
-// followers is the set of sockets that may follow name; the caller holds
-// h.mu.
-func (h *Hub) followers(name string) map[*client]struct{} {
-	user, room := streamTarget(name)
-	if user != "" {
-		return h.byUser[user]
-	}
-	return h.byRoom[room]
 }
 
 // offer hands stored events (this replica's appends, a doorbell's bodies)
@@ -217,7 +207,7 @@ func (h *Hub) offer(evs []stream.Event) {
 		}
 		run := evs[:n]
 		evs = evs[n:]
-		set := h.followers(run[0].Stream)
+		set := h.followersLocked(run[0].Stream)
 		if len(set) == 0 {
 			continue
 		}
@@ -272,7 +262,7 @@ func (h *Hub) offerLocked(c *client, ev stream.Event, frame []byte) bool {
 func (h *Hub) behind(name string, last int64) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for c := range h.followers(name) {
+	for c := range h.followersLocked(name) {
 		c.mu.Lock()
 		if f := c.follows[name]; f != nil && !f.held && f.last < last {
 			h.requestRead(name, f.last)
@@ -303,7 +293,7 @@ func (h *Hub) applyRead(hist stream.History, seq uint64) {
 	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for c := range h.followers(hist.Stream) {
+	for c := range h.followersLocked(hist.Stream) {
 		h.applyReadTo(c, hist, seq, frames)
 	}
 }
@@ -364,4 +354,11 @@ func reposition(f *follow, hist stream.History) {
 	default:
 		f.epoch, f.last = hist.Epoch, hist.Oldest-1
 	}
+}
+
+// follows reports whether c follows name.
+func (h *Hub) follows(c *client, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.follows[name] != nil
 }

@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/olahol/melody"
-
-	"github.com/switchboard/switchboard/infra/names"
-	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // Client frame events.
@@ -36,13 +32,6 @@ func NormalizeUserID(id string) (string, error) {
 	return u.String(), nil
 }
 
-// callRecord remembers an rpc.call delivered here, so the client's result
-// goes back to the node that waits for it.
-type callRecord struct {
-	node, user string
-	until      time.Time
-}
-
 // onFrame handles one text frame from a client. A bad frame is answered
 // with an error event and never closes the connection; frames over the
 // rate limits can (admitFrame).
@@ -53,7 +42,7 @@ func (h *Hub) onFrame(s *melody.Session, msg []byte) {
 	}
 	// A new socket's held user stream starts after its first frame, handled
 	// or refused: after a resume sent first has positioned it.
-	defer h.releaseHeld(c)
+	defer h.endHold(c)
 	if c.closing.Load() || !h.admitFrame(c, len(msg)) {
 		return
 	}
@@ -125,207 +114,13 @@ func (h *Hub) typing(c *client, f Frame) error {
 	return h.publish(Event{Event: eventTyping, To: to, From: c.user, Payload: f.Payload})
 }
 
-// publish sends a client's event through the publisher (locally without one).
+// publish sends a client's event through the bus to every replica.
 func (h *Hub) publish(ev Event) error {
-	if h.pub == nil {
-		frame, err := encodeFrame(ev, time.Now())
-		if err != nil {
-			return err
-		}
-		h.deliver(ev.To, ev.Room, frame)
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.pub.Publish(ctx, ev); err != nil {
+	if err := h.bus.Publish(ctx, ev); err != nil {
 		h.logger.Warn("client event not published to other nodes", "event", ev.Event, "error", err)
 		return errors.New("the message could not be sent to every node; try again")
-	}
-	return nil
-}
-
-// join adds c to room and follows its stream, from pos when given (then
-// the missed events and a resumed frame follow room.joined).
-func (h *Hub) join(c *client, room string, pos *position) error {
-	if err := names.Room(room); err != nil {
-		return err
-	}
-	gen := h.evictions.Load()
-	if err := h.mayUseRoom(c, room); err != nil {
-		return err
-	}
-	defer h.recheckJoin(c, room, gen)
-	var req *resumeReq
-	var head *position
-	if pos != nil {
-		req = newResume()
-	} else if !h.follows(c, stream.RoomStream(room)) {
-		var err error
-		if head, err = h.head(context.Background(), stream.RoomStream(room)); err != nil {
-			return err
-		}
-	}
-	err := h.joinFollow(c, room, pos, head, req)
-	if req != nil {
-		h.releaseResume(c, req)
-	}
-	return err
-}
-
-// joinFollow joins c to room (answering room.joined) and follows its
-// stream from pos, or from head when it does not yet.
-func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resumeReq) error {
-	h.mu.Lock()
-	if _, ok := c.rooms[room]; !ok {
-		if len(c.rooms) >= h.opts.MaxRooms {
-			h.mu.Unlock()
-			return fmt.Errorf("a connection may join at most %d rooms; leave one first", h.opts.MaxRooms)
-		}
-		c.rooms[room] = struct{}{}
-		addTo(h.byRoom, room, c)
-		h.presenceChanged(room, c.user)
-	}
-	rooms := roomList(c)
-	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
-	c.mu.Lock()
-	h.writeLocked(c, frame)
-	h.followLocked(c, stream.RoomStream(room), pos, head, req)
-	c.mu.Unlock()
-	h.mu.Unlock()
-	c.s.Set(KeyRooms, rooms)
-	return nil
-}
-
-// joinPosition reads room.join's optional payload {"offset","epoch"}.
-func joinPosition(payload json.RawMessage) (*position, error) {
-	var p struct {
-		Offset *int64 `json:"offset"`
-		Epoch  string `json:"epoch"`
-	}
-	if len(payload) == 0 || payload[0] != '{' {
-		return nil, nil // no position (a payload of another kind is ignored, as before)
-	}
-	if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, fmt.Errorf(`room.join payload must be {"offset":<int>,"epoch":"<epoch>"}: %v`, err)
-	}
-	switch {
-	case p.Offset == nil:
-		return nil, nil
-	case *p.Offset < 0:
-		return nil, fmt.Errorf("room.join offset %d is negative", *p.Offset)
-	}
-	return &position{Offset: *p.Offset, Epoch: p.Epoch}, nil
-}
-
-// follows reports whether c follows name.
-func (h *Hub) follows(c *client, name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.follows[name] != nil
-}
-
-func (h *Hub) leave(c *client, room string) error {
-	if err := names.Room(room); err != nil {
-		return err
-	}
-	h.leaveRoom(c, room)
-	return nil
-}
-
-// leaveRoom takes c out of room and ends its follow of the room's stream:
-// room.leave and evictions (rooms.go) alike. It reports whether c was in
-// the room.
-func (h *Hub) leaveRoom(c *client, room string) bool {
-	h.mu.Lock()
-	_, was := c.rooms[room]
-	if was {
-		h.presenceChanged(room, c.user)
-	}
-	delete(c.rooms, room)
-	removeFrom(h.byRoom, room, c)
-	rooms := roomList(c)
-	c.mu.Lock()
-	h.unfollowLocked(c, stream.RoomStream(room))
-	s := c.s
-	c.mu.Unlock()
-	h.mu.Unlock()
-	if s != nil {
-		s.Set(KeyRooms, rooms)
-	}
-	return was
-}
-
-// roomList is c's rooms, sorted; the caller holds Hub.mu.
-func roomList(c *client) []string {
-	rooms := make([]string, 0, len(c.rooms))
-	for r := range c.rooms {
-		rooms = append(rooms, r)
-	}
-	slices.Sort(rooms)
-	return rooms
-}
-
-func (h *Hub) requireMember(c *client, room string) error {
-	if err := names.Room(room); err != nil {
-		return err
-	}
-	h.mu.RLock()
-	_, ok := c.rooms[room]
-	h.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("join room %q before posting to it", room)
-	}
-	return nil
-}
-
-// deliverCall writes an rpc.call frame to user's sockets and remembers which
-// node waits for the answer. The write lock covers only the record; the
-// frame goes out under the read lock, as every other delivery.
-func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
-	if !h.recordCall(user, callID, node, until) {
-		return
-	}
-	h.deliver(user, "", frame)
-}
-
-// recordCall remembers a call for user if a socket of user is here.
-func (h *Hub) recordCall(user, callID, node string, until time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.byUser[user]) == 0 {
-		return false
-	}
-	now := time.Now()
-	if now.Sub(h.swept) > 10*time.Second {
-		for id, rec := range h.calls {
-			if now.After(rec.until) {
-				delete(h.calls, id)
-			}
-		}
-		h.swept = now
-	}
-	h.calls[callID] = callRecord{node: node, user: user, until: until}
-	return true
-}
-
-// result routes a client's rpc.result to the waiting node. Only the called
-// user may answer, once, before the deadline.
-func (h *Hub) result(c *client, f Frame) error {
-	if f.ID == "" {
-		return errors.New(`rpc.result needs the "id" of the rpc.call it answers`)
-	}
-	h.mu.Lock()
-	rec, ok := h.calls[f.ID]
-	ok = ok && rec.user == c.user && time.Now().Before(rec.until)
-	if ok {
-		delete(h.calls, f.ID)
-	}
-	h.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
-	}
-	if h.pub != nil {
-		h.pub.routeResult(rec.node, f.ID, f.Payload)
 	}
 	return nil
 }
@@ -347,4 +142,23 @@ func (h *Hub) sendErrorCode(c *client, id, code, message string) {
 	payload, _ := marshal(p)
 	frame, _ := encodeFrame(Event{Event: EventError, ID: id, Payload: payload}, time.Now())
 	h.write(c, frame)
+}
+
+// frameError is an error frame with a code.
+type frameError struct {
+	code string
+	err  error
+}
+
+func (e *frameError) Error() string { return e.err.Error() }
+
+func (e *frameError) Unwrap() error { return e.err }
+
+// errorCode is the code of an error frame answering err ("" for none).
+func errorCode(err error) string {
+	var fe *frameError
+	if errors.As(err, &fe) {
+		return fe.code
+	}
+	return ""
 }

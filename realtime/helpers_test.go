@@ -26,14 +26,17 @@ func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migra
 // node is one replica's realtime side: its own pool, LISTEN connection,
 // hub and an HTTP server whose /ws?user= upgrades without a ticket.
 type node struct {
-	hub  *Hub
-	bus  *Bus
-	pool *pgxpool.Pool
-	reg  *prometheus.Registry
-	url  string
+	hub      *Hub
+	bus      *Bus
+	presence *PresenceTracker // nil unless a busOpts asked for it (withPresence)
+	pool     *pgxpool.Pool
+	reg      *prometheus.Registry
+	url      string
 }
 
-func startNode(t testing.TB, dbURL string, hopts HubOptions, busOpts ...func(*BusOptions)) *node {
+// startNode starts a node's bus and serves its hub; opts may change the
+// bus's options and ask for presence (the tracker is built, not started).
+func startNode(t testing.TB, dbURL string, hopts HubOptions, opts ...func(*Options)) *node {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := db.Connect(ctx, dbURL, db.Options{MaxConns: 4})
@@ -41,15 +44,16 @@ func startNode(t testing.TB, dbURL string, hopts HubOptions, busOpts ...func(*Bu
 		t.Fatal(err)
 	}
 	n := &node{pool: pool, reg: prometheus.NewRegistry()}
-	hopts.Registry = n.reg
 	hopts.Store = Streams{DB: pool}
-	n.hub = NewHub(hopts)
-	bopts := BusOptions{Pool: pool, Hub: n.hub, Store: Streams{DB: pool}, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond}
-	for _, o := range busOpts {
-		o(&bopts)
+	rtOpts := Options{
+		Bus: BusOptions{Pool: pool, Store: Streams{DB: pool}, Registry: n.reg, IdlePing: time.Second, FindUserTimeout: 500 * time.Millisecond},
+		Hub: &hopts,
 	}
-	n.bus = NewBus(bopts)
-	n.hub.PublishThrough(n.bus)
+	for _, o := range opts {
+		o(&rtOpts)
+	}
+	rt := New(rtOpts)
+	n.hub, n.bus, n.presence = rt.Hub, rt.Bus, rt.Presence
 	if err := n.bus.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

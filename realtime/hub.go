@@ -22,9 +22,9 @@ import (
 )
 
 // HubOptions configure a Hub; zero values mean defaults.
+// The hub logs and registers its metrics where the bus New builds it with
+// does.
 type HubOptions struct {
-	Logger   *slog.Logger
-	Registry prometheus.Registerer
 	// AllowedOrigins may open sockets from a browser, as scheme://host[:port];
 	// "*" allows any. Empty: only the request's own host. Requests without an
 	// Origin header (not from a browser) are always allowed.
@@ -53,7 +53,7 @@ type HubOptions struct {
 	PingPeriod time.Duration
 	// Limits on the frames clients send and on sockets per user (limits.go).
 	Limits FrameLimits
-	// Rooms is asked before a socket joins a room (rooms.go): Rooms. Nil:
+	// Rooms is asked before a socket joins a room (room_access.go): Rooms. Nil:
 	// every room is open.
 	Rooms RoomAccess
 	// hold replaces holdNewSockets (tests).
@@ -61,35 +61,29 @@ type HubOptions struct {
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
-// room, and delivers frames to them. Clients' frames go out through the
-// publisher it is handed (PublishThrough: the Bus).
+// room, and delivers frames to them. Its clients' frames go out through
+// the bus New builds it with.
 type Hub struct {
 	opts    HubOptions
-	origins map[string]bool
-	anyOrig bool
+	origins origins
 	m       *melody.Melody
-	pub     publisher // nil: clients' frames reach this hub only
+	bus     relay
 	logger  *slog.Logger
 	metrics hubMetrics
 	limits  *limiter
 
 	presence presenceHook // nil: presence is not tracked (presence.go)
 
-	mu     sync.RWMutex
-	all    map[*client]struct{}
-	byUser map[string]map[*client]struct{}
-	byRoom map[string]map[*client]struct{}
-	calls  map[string]callRecord // rpc calls delivered here, by id
-	swept  time.Time
-	closed bool
-	conns  sync.WaitGroup
+	sockets             // the index of clients (sockets.go); its mu guards them
+	calls   callRecords // rpc calls delivered here (rpc.go)
+	conns   sync.WaitGroup
 
 	reads  reads // catch-up reads of streams (reads.go)
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	draining atomic.Bool
-	// evictions counts room access notices applied (rooms.go).
+	// evictions counts room access notices applied (room_access.go).
 	evictions atomic.Uint64
 	hold      time.Duration // holdNewSockets; tests lengthen it
 }
@@ -97,7 +91,7 @@ type Hub struct {
 // client is one socket. It is indexed before the upgrade answers 101, so
 // a client that sees its socket open misses nothing published after: frames
 // for it wait in queue until Melody's session exists. Its rooms are
-// guarded by Hub.mu, the rest by mu.
+// guarded by the hub's sockets.mu, the rest by mu.
 type client struct {
 	id      string
 	user    string
@@ -116,11 +110,6 @@ type client struct {
 	paused   bool               // a follow's catch-up waits for the queue to drain
 }
 
-type closeCode struct {
-	code int
-	text string
-}
-
 // Session keys set on every Melody session.
 const (
 	KeyUser   = "user_id"
@@ -129,22 +118,17 @@ const (
 	keyClient = "client"
 )
 
-// publisher is what the hub sends its clients' frames through: the bus.
-type publisher interface {
+// relay is how the hub's clients reach the other replicas: the bus.
+type relay interface {
 	// Publish delivers ev here and on every other replica.
 	Publish(ctx context.Context, ev Event) error
 	// routeResult sends a client's rpc result to the node waiting for it.
 	routeResult(node, callID string, payload json.RawMessage)
 }
 
-// PublishThrough sends clients' frames through p (the Bus, built with this
-// hub in BusOptions.Hub). Call it before Serve.
-func (h *Hub) PublishThrough(p publisher) { h.pub = p }
-
-// NewHub builds a hub; the Bus delivers to it (BusOptions.Hub) and it
-// publishes through the bus (PublishThrough).
-func NewHub(opts HubOptions) *Hub {
-	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+// newHub builds a hub that logs to logger and registers its metrics with
+// reg (nil: none). New gives it its bus and its presence tracker.
+func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hub {
 	opts.MaxFrameBytes = cmp.Or(opts.MaxFrameBytes, 64<<10)
 	opts.SendQueueBytes = cmp.Or(opts.SendQueueBytes, 1<<20)
 	opts.SendBuffer = max(cmp.Or(opts.SendBuffer, 64), 2)
@@ -152,20 +136,14 @@ func NewHub(opts HubOptions) *Hub {
 	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
 	h := &Hub{
-		opts: opts, origins: map[string]bool{}, logger: opts.Logger.With("component", "hub"),
-		all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
-		byRoom: map[string]map[*client]struct{}{}, calls: map[string]callRecord{},
-		reads: reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
+		opts: opts, origins: newOrigins(opts.AllowedOrigins), logger: logger.With("component", "hub"),
+		sockets: newSockets(),
+		reads:   reads{due: map[string]int64{}}, hold: cmp.Or(opts.hold, holdNewSockets),
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	for _, o := range opts.AllowedOrigins {
-		o = strings.TrimRight(strings.ToLower(strings.TrimSpace(o)), "/")
-		h.anyOrig = h.anyOrig || o == "*"
-		h.origins[o] = true
-	}
 	h.m = h.newMelody()
-	h.metrics = newHubMetrics(opts.Registry, h)
-	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, opts.Registry)
+	h.metrics = newHubMetrics(reg, h)
+	h.limits = newLimiter(opts.Limits, opts.MaxFrameBytes, reg)
 	return h
 }
 
@@ -176,7 +154,7 @@ func (h *Hub) newMelody() *melody.Melody {
 	m.Config.WriteWait = h.opts.WriteWait
 	m.Config.PingPeriod = h.opts.PingPeriod
 	m.Config.PongWait = h.opts.PingPeriod * 10 / 9
-	m.Upgrader.CheckOrigin = h.originAllowed
+	m.Upgrader.CheckOrigin = h.origins.allow
 	// Memory per idle socket: read through the buffer net/http already holds
 	// for the hijacked connection; write buffers only while writing.
 	m.Upgrader.ReadBufferSize = 0
@@ -200,7 +178,7 @@ func (h *Hub) Admit(r *http.Request) error {
 	if h.draining.Load() {
 		return ErrDraining
 	}
-	if !h.originAllowed(r) {
+	if !h.origins.allow(r) {
 		return ErrOrigin
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
@@ -219,11 +197,11 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 	h.conns.Add(1)
 	h.mu.Unlock()
 	defer h.conns.Done()
-	limit, err := h.limits.acquire(userID)
+	limit, err := h.limits.addConn(userID)
 	if err != nil {
 		return err
 	}
-	defer h.limits.release(userID)
+	defer h.limits.removeConn(userID)
 	head, err := h.userHead(r.Context(), userID)
 	if err != nil {
 		return err
@@ -248,37 +226,51 @@ func (h *Hub) userHead(ctx context.Context, userID string) (*position, error) {
 func (h *Hub) add(c *client, head *position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.all[c] = struct{}{}
-	addTo(h.byUser, c.user, c)
+	h.addLocked(c)
 	h.followUser(c, head)
 }
 
 func (h *Hub) remove(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.all, c)
-	removeFrom(h.byUser, c.user, c)
+	h.removeLocked(c)
 	for room := range c.rooms {
-		removeFrom(h.byRoom, room, c)
 		h.presenceChanged(room, c.user)
 	}
 }
 
-// originAllowed: no Origin (not a browser), "*", a listed origin, or by
-// default the request's own host.
-func (h *Hub) originAllowed(r *http.Request) bool {
+// origins are the browser origins that may open sockets
+// (HubOptions.AllowedOrigins), lower case, without a trailing slash.
+type origins struct {
+	any    bool // "*" is listed
+	listed map[string]bool
+}
+
+func newOrigins(list []string) origins {
+	o := origins{listed: map[string]bool{}}
+	for _, origin := range list {
+		origin = strings.TrimRight(strings.ToLower(strings.TrimSpace(origin)), "/")
+		o.any = o.any || origin == "*"
+		o.listed[origin] = true
+	}
+	return o
+}
+
+// allow: no Origin (not a browser), "*", a listed origin, or by default
+// the request's own host.
+func (o origins) allow(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" || h.anyOrig {
+	if origin == "" || o.any {
 		return true
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if len(h.origins) == 0 {
+	if len(o.listed) == 0 {
 		return strings.EqualFold(u.Host, r.Host)
 	}
-	return h.origins[strings.ToLower(u.Scheme+"://"+u.Host)]
+	return o.listed[strings.ToLower(u.Scheme+"://"+u.Host)]
 }
 
 func clientOf(s *melody.Session) *client {
@@ -296,7 +288,7 @@ func (h *Hub) onConnect(s *melody.Session) {
 	c.s = s
 	h.pumpLocked(c)
 	overflow, req := c.overflow, c.closeReq
-	time.AfterFunc(h.hold, func() { h.releaseHeld(c) })
+	time.AfterFunc(h.hold, func() { h.endHold(c) })
 	c.mu.Unlock()
 	h.mu.RLock()
 	closed := h.closed
@@ -331,173 +323,13 @@ func (h *Hub) onError(s *melody.Session, err error) {
 	h.logger.Debug("websocket error", "error", err)
 }
 
-// slowConsumer closes a connection whose buffer overflowed, once: Melody
-// would otherwise drop frames silently while the connection stays open.
-func (h *Hub) slowConsumer(c *client) {
-	if c == nil || !c.closing.CompareAndSwap(false, true) {
-		return
-	}
-	h.metrics.slow.Inc()
-	h.logger.Warn("closing slow websocket consumer", "user_id", c.user, "conn_id", c.id)
-	go h.closeConn(c, CloseSlowConsumer, "slow consumer: frames were not read fast enough")
-}
-
-// closeConn closes through the underlying connection: a close queued
-// behind a full buffer would be dropped. The client gets WriteWait to take
-// the close frame, and a second to answer it, before the socket is cut.
-func (h *Hub) closeConn(c *client, code int, text string) {
-	c.mu.Lock()
-	s := c.s
-	if s == nil {
-		c.closeReq = &closeCode{code, text} // onConnect closes it
-	}
-	c.mu.Unlock()
-	if s == nil {
-		return
-	}
-	conn := s.WebsocketConnection()
-	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(h.opts.WriteWait))
-	answer := time.Second
-	if code == CloseSlowConsumer { // it reads slowly: what is in flight before the close takes time
-		answer = h.opts.WriteWait
-	}
-	time.AfterFunc(answer, func() { _ = conn.Close() })
-}
-
-func addTo(idx map[string]map[*client]struct{}, key string, c *client) {
-	set := idx[key]
-	if set == nil {
-		set = map[*client]struct{}{}
-		idx[key] = set
-	}
-	set[c] = struct{}{}
-}
-
-func removeFrom(idx map[string]map[*client]struct{}, key string, c *client) {
-	if set := idx[key]; set != nil {
-		delete(set, c)
-		if len(set) == 0 {
-			delete(idx, key)
-		}
-	}
-}
-
 // deliver writes frame to the sockets of user, of room, or (neither) all.
 func (h *Hub) deliver(user, room string, frame []byte) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	set := h.all
-	switch {
-	case user != "":
-		set = h.byUser[user]
-	case room != "":
-		set = h.byRoom[room]
-	}
+	set := h.recipientsLocked(user, room)
 	for c := range set {
 		h.write(c, frame)
 	}
 	return len(set)
-}
-
-// hasRecipients reports whether an event for user, room or everyone has a
-// recipient here.
-func (h *Hub) hasRecipients(user, room string) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	switch {
-	case user != "":
-		return len(h.byUser[user]) > 0
-	case room != "":
-		return len(h.byRoom[room]) > 0
-	}
-	return len(h.all) > 0
-}
-
-// LocalConnections is the number of sockets open on this node.
-func (h *Hub) LocalConnections() int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.all)
-}
-
-// UserConnectionsLocal is the number of userID's sockets on this node.
-func (h *Hub) UserConnectionsLocal(userID string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.byUser[userID])
-}
-
-// DisconnectUserLocal closes userID's sockets on this node only (close code
-// 4001) and returns how many.
-func (h *Hub) DisconnectUserLocal(userID string) int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	n := 0
-	for c := range h.byUser[userID] {
-		if c.closing.CompareAndSwap(false, true) {
-			n++
-			go h.closeConn(c, CloseDisconnected, "disconnected by an operator")
-		}
-	}
-	return n
-}
-
-// RoomMembersLocal maps user id to connection count for room on this node.
-func (h *Hub) RoomMembersLocal(room string) map[string]int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	out := map[string]int{}
-	for c := range h.byRoom[room] {
-		out[c.user]++
-	}
-	return out
-}
-
-// DrainLocal sends server.draining to every socket here and refuses new
-// upgrades from now on.
-func (h *Hub) DrainLocal() {
-	h.draining.Store(true)
-	frame, _ := encodeFrame(Event{Event: EventDraining}, time.Now())
-	h.deliver("", "", frame)
-}
-
-// Draining reports whether DrainLocal was called.
-func (h *Hub) Draining() bool { return h.draining.Load() }
-
-// Shutdown drains (server.draining to every socket), closes every socket
-// with 1001 after its queued frames, and waits for them until ctx ends; the
-// stragglers are then cut.
-func (h *Hub) Shutdown(ctx context.Context) {
-	if !h.draining.Load() {
-		h.DrainLocal()
-	}
-	h.mu.Lock()
-	h.closed = true
-	for c := range h.all {
-		// Queued behind server.draining; a full buffer makes it a slow
-		// consumer. A client still upgrading is closed by onConnect.
-		if s := c.session(); s != nil {
-			_ = s.CloseWithMsg(websocket.FormatCloseMessage(CloseGoingAway, "server shutting down; reconnect"))
-		}
-	}
-	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() { h.conns.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		h.mu.RLock()
-		for c := range h.all {
-			if s := c.session(); s != nil {
-				hardClose(s.WebsocketConnection().UnderlyingConn())
-			}
-		}
-		h.mu.RUnlock()
-		<-done
-	}
-	h.reads.mu.Lock()
-	h.cancel() // under reads.mu: no read loop starts after this
-	h.reads.mu.Unlock()
-	h.reads.wg.Wait()
-	_ = h.m.Close()
 }

@@ -3,6 +3,7 @@ package realtime
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -131,9 +132,10 @@ func TestOrigin(t *testing.T) {
 		}
 		return r
 	}
-	same := NewHub(HubOptions{})
-	listed := NewHub(HubOptions{AllowedOrigins: []string{"https://app.example.com/", "http://localhost:3000"}})
-	anyOrigin := NewHub(HubOptions{AllowedOrigins: []string{"*"}})
+	discard := slog.New(slog.DiscardHandler)
+	same := newHub(HubOptions{}, discard, nil)
+	listed := newHub(HubOptions{AllowedOrigins: []string{"https://app.example.com/", "http://localhost:3000"}}, discard, nil)
+	anyOrigin := newHub(HubOptions{AllowedOrigins: []string{"*"}}, discard, nil)
 	for _, tc := range []struct {
 		name         string
 		hub          *Hub

@@ -106,9 +106,9 @@ type limiter struct {
 	byteBurst float64
 	metrics   limitMetrics
 
-	mu    sync.Mutex
-	users map[string]*userLimit
-	swept time.Time
+	mu     sync.Mutex
+	users  map[string]*userLimit
+	forgot time.Time
 }
 
 func newLimiter(opts FrameLimits, maxFrame int64, reg prometheus.Registerer) *limiter {
@@ -119,12 +119,12 @@ func newLimiter(opts FrameLimits, maxFrame int64, reg prometheus.Registerer) *li
 	}
 }
 
-// acquire counts a new connection of user, or refuses it.
-func (l *limiter) acquire(user string) (*connLimit, error) {
+// addConn counts a new connection of user, or refuses it.
+func (l *limiter) addConn(user string) (*connLimit, error) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sweep(now)
+	l.forgetRefilled(now)
 	u := l.users[user]
 	if u == nil {
 		u = &userLimit{
@@ -141,7 +141,7 @@ func (l *limiter) acquire(user string) (*connLimit, error) {
 	return &connLimit{frames: newBucket(l.opts.ConnRate, float64(l.opts.ConnBurst), now)}, nil
 }
 
-func (l *limiter) release(user string) {
+func (l *limiter) removeConn(user string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if u := l.users[user]; u != nil {
@@ -149,14 +149,14 @@ func (l *limiter) release(user string) {
 	}
 }
 
-// sweep forgets, every 10 s, users with no connection whose buckets have
-// refilled: forgetting them earlier would hand a reconnecting flooder a
-// fresh burst. The caller holds l.mu.
-func (l *limiter) sweep(now time.Time) {
-	if now.Sub(l.swept) < 10*time.Second {
+// forgetRefilled forgets, every 10 s, users with no connection whose
+// buckets have refilled: forgetting them earlier would hand a reconnecting
+// flooder a fresh burst. The caller holds l.mu.
+func (l *limiter) forgetRefilled(now time.Time) {
+	if now.Sub(l.forgot) < 10*time.Second {
 		return
 	}
-	l.swept = now
+	l.forgot = now
 	for user, u := range l.users {
 		if u.conns <= 0 && u.frames.full(now) && u.bytes.full(now) {
 			delete(l.users, user)
@@ -197,7 +197,7 @@ func (l *limiter) check(c *connLimit, user string, size float64, now time.Time) 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := l.users[user]
-	if u == nil { // not acquired: nothing to charge
+	if u == nil { // not counted (addConn): nothing to charge
 		return verdict{ok: true}
 	}
 	if !u.frames.take(1, now) {

@@ -125,7 +125,7 @@ func (b *Bus) listenOnce(ctx context.Context, onUp func()) error {
 	if b.hub != nil {
 		// What was appended while this replica was not listening is read
 		// now: from here on every append rings this connection.
-		b.revalidateRooms(ctx) // rooms.go: notices may have been missed
+		b.hub.revalidateRooms(ctx) // room_access.go: notices may have been missed
 		b.hub.catchUp()
 	}
 	for {
@@ -195,14 +195,14 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 	switch {
 	case origin == b.opts.NodeID:
 		if doorbell {
-			b.receiveOwnDoorbell(payload) // rooms.go
+			b.receiveOwnDoorbell(payload)
 		}
 		return
 	case doorbell:
 		b.receiveDoorbell(payload)
 		return
 	case kind == kindEvict:
-		b.receiveEvict(ctx, payload) // rooms.go
+		b.receiveEvict(ctx, payload) // room_access.go
 		return
 	}
 	var env envelope

@@ -25,13 +25,9 @@ const (
 )
 
 // PresenceOptions configure a PresenceTracker; zero values mean defaults.
+// The tracker writes with the pool of the bus New builds it with, as that
+// bus's node (the cluster's id, a UUID), and logs where it does.
 type PresenceOptions struct {
-	DB db.DB
-	// NodeID is this node (the bus's and the cluster's id, a UUID).
-	NodeID string
-	// Hub is this node's sockets; the tracker reads their rooms from it.
-	Hub    *Hub
-	Logger *slog.Logger
 	// Nodes says which other nodes are dead (the cluster). Nil: this node
 	// never ends another node's presence.
 	Nodes nodeLiveness
@@ -64,10 +60,6 @@ type presenceHook interface {
 	changed(room, user string)
 }
 
-// TrackPresence makes the hub tell t about every change of a user's
-// sockets in a room. Call it before Serve.
-func (h *Hub) TrackPresence(t presenceHook) { h.presence = t }
-
 // presenceChanged is called by the hub, under h.mu, when a socket of user
 // joined or left room.
 func (h *Hub) presenceChanged(room, user string) {
@@ -79,16 +71,16 @@ func (h *Hub) presenceChanged(room, user string) {
 type presenceKey struct{ room, user string }
 
 // presenceCounts counts user's sockets in room here, for each key.
-func (h *Hub) presenceCounts(keys []presenceKey) []int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+func (s *sockets) presenceCounts(keys []presenceKey) []int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	byRoom := map[string]map[string]int{}
 	out := make([]int, len(keys))
 	for i, k := range keys {
 		users, ok := byRoom[k.room]
 		if !ok {
 			users = map[string]int{}
-			for c := range h.byRoom[k.room] {
+			for c := range s.byRoom[k.room] {
 				users[c.user]++
 			}
 			byRoom[k.room] = users
@@ -99,11 +91,11 @@ func (h *Hub) presenceCounts(keys []presenceKey) []int {
 }
 
 // presenceLocal is every (room, user) with sockets here, and how many.
-func (h *Hub) presenceLocal() map[presenceKey]int {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+func (s *sockets) presenceLocal() map[presenceKey]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	out := map[presenceKey]int{}
-	for room, set := range h.byRoom {
+	for room, set := range s.byRoom {
 		for c := range set {
 			out[presenceKey{room, c.user}]++
 		}
@@ -124,6 +116,8 @@ func (h *Hub) presenceLocal() map[presenceKey]int {
 type PresenceTracker struct {
 	PresenceReader
 	opts   PresenceOptions
+	nodeID string
+	local  *sockets // the hub's sockets, whose rooms it writes
 	logger *slog.Logger
 	base   startstop.Base
 	seq    atomic.Uint64
@@ -135,18 +129,16 @@ type PresenceTracker struct {
 	storedRows int // rows the last resync found (writer goroutine only)
 }
 
-// NewPresence builds a tracker for opts.Hub; cmd hands it to the hub
-// (Hub.TrackPresence) before serving. Stop it after the hub's Shutdown:
-// its Stop ends the presence of whatever this node still holds.
-func NewPresence(opts PresenceOptions) *PresenceTracker {
-	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+// newPresence builds the tracker of the rooms of local, the hub's sockets,
+// writing to q as node nodeID; New makes the hub tell it of every change.
+func newPresence(opts PresenceOptions, q db.DB, nodeID string, local *sockets, logger *slog.Logger) *PresenceTracker {
 	opts.MaxBatch = cmp.Or(opts.MaxBatch, 500)
 	opts.RetryEvery = cmp.Or(opts.RetryEvery, time.Second)
 	opts.ResyncEvery = cmp.Or(opts.ResyncEvery, 10*time.Second)
 	opts.StopTimeout = cmp.Or(opts.StopTimeout, 5*time.Second)
 	return &PresenceTracker{
-		PresenceReader: PresenceReader{DB: opts.DB, SuspectAfter: opts.SuspectAfter},
-		opts:           opts, logger: opts.Logger.With("component", "presence"),
+		PresenceReader: PresenceReader{DB: q, SuspectAfter: opts.SuspectAfter},
+		opts:           opts, nodeID: nodeID, local: local, logger: logger.With("component", "presence"),
 		dirty: map[presenceKey]struct{}{}, wake: make(chan struct{}, 1),
 	}
 }
@@ -195,7 +187,7 @@ func (p *PresenceTracker) Stop() {
 				break
 			}
 		}
-		if _, err := p.Sweep(ctx, []string{p.opts.NodeID}); err != nil {
+		if _, err := p.Sweep(ctx, []string{p.nodeID}); err != nil {
 			p.logger.Warn("presence not ended; it ends when the node is judged dead", "error", err)
 		}
 	})
@@ -228,13 +220,14 @@ func (p *PresenceTracker) writeLoop(ctx context.Context) {
 		for p.pending() && ctx.Err() == nil {
 			if err := p.flush(ctx); err != nil && ctx.Err() == nil {
 				p.logger.Warn("presence not written; retrying", "error", err, "retry_in", p.opts.RetryEvery.String())
-				p.pause(ctx, p.opts.RetryEvery)
+				p.sleep(ctx, p.opts.RetryEvery)
 			}
 		}
 	}
 }
 
-func (p *PresenceTracker) pause(ctx context.Context, d time.Duration) {
+// sleep waits d, or until ctx ends.
+func (p *PresenceTracker) sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -273,7 +266,7 @@ func (p *PresenceTracker) flush(ctx context.Context) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	err := p.write(ctx, keys, p.opts.Hub.presenceCounts(keys))
+	err := p.write(ctx, keys, p.local.presenceCounts(keys))
 	if err != nil {
 		p.mark(keys)
 	}
@@ -288,7 +281,7 @@ func (p *PresenceTracker) write(ctx context.Context, keys []presenceKey, counts 
 		if err := lockPresence(ctx, tx, keys); err != nil {
 			return err
 		}
-		changes, err := presenceSet(ctx, tx, p.opts.NodeID, keys, counts)
+		changes, err := presenceSet(ctx, tx, p.nodeID, keys, counts)
 		if err != nil {
 			return err
 		}
@@ -322,7 +315,7 @@ func (p *PresenceTracker) Sweep(ctx context.Context, nodes []string) (int, error
 }
 
 func (p *PresenceTracker) inTx(ctx context.Context, f func(pgx.Tx) error) error {
-	tx, err := p.opts.DB.Begin(ctx)
+	tx, err := p.DB.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("presence: begin: %w", err)
 	}
@@ -379,7 +372,7 @@ func (p *PresenceTracker) envelope(c presenceChange) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	body, err := marshal(envelope{Origin: "presence:" + p.opts.NodeID, Seq: p.seq.Add(1), Kind: kindEvent, Room: c.room, Frame: frame})
+	body, err := marshal(envelope{Origin: "presence:" + p.nodeID, Seq: p.seq.Add(1), Kind: kindEvent, Room: c.room, Frame: frame})
 	return string(body), err
 }
 
@@ -387,11 +380,11 @@ func (p *PresenceTracker) envelope(c presenceChange) (string, error) {
 // survivor deleted while this node was stalled past the expiry, or rows
 // left by a failed write.
 func (p *PresenceTracker) resync(ctx context.Context) error {
-	local := p.opts.Hub.presenceLocal()
+	local := p.local.presenceLocal()
 	if len(local) == 0 && p.storedRows == 0 {
 		return nil // an idle node asks nothing; Stop's sweep ends what a failure left
 	}
-	stored, err := presenceOfNode(ctx, p.opts.DB, p.opts.NodeID)
+	stored, err := presenceOfNode(ctx, p.DB, p.nodeID)
 	if err != nil {
 		return err
 	}
@@ -419,7 +412,7 @@ func (p *PresenceTracker) resync(ctx context.Context) error {
 func (p *PresenceTracker) sweepLoop(ctx context.Context) {
 	swept := map[string]bool{}
 	for ctx.Err() == nil {
-		p.pause(ctx, p.sweepOnce(ctx, swept))
+		p.sleep(ctx, p.sweepOnce(ctx, swept))
 	}
 }
 

@@ -31,20 +31,20 @@ func TestPresenceStartStop(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	startstoptest.Stress(t, func(*testing.T) startstop.Service {
-		return NewPresence(PresenceOptions{DB: pool, NodeID: uuid.NewString(), Hub: NewHub(HubOptions{}), Nodes: noDeadNodes{}})
+		return New(Options{Bus: BusOptions{Pool: pool}, Hub: &HubOptions{}, Presence: &PresenceOptions{Nodes: noDeadNodes{}}}).Presence
 	})
 }
 
-// track gives n a presence tracker, started, stopped with the test.
-func track(t *testing.T, n *node) *PresenceTracker {
+// startTrackedNode starts a node whose presence tracker (popts) runs
+// too, stopped with the test.
+func startTrackedNode(t *testing.T, dbURL string, popts PresenceOptions) *node {
 	t.Helper()
-	p := NewPresence(PresenceOptions{DB: n.pool, NodeID: n.bus.NodeID(), Hub: n.hub})
-	n.hub.TrackPresence(p)
-	if err := p.Start(context.Background()); err != nil {
+	n := startNode(t, dbURL, HubOptions{}, func(o *Options) { o.Presence = &popts })
+	if err := n.presence.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Stop)
-	return p
+	t.Cleanup(n.presence.Stop)
+	return n
 }
 
 // presenceFrames reads c's frames until want presence frames arrived.
@@ -71,8 +71,8 @@ func presenceFrames(t *testing.T, c *wsClient, want int) []string {
 func TestPresenceSweepAnnouncesOnce(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewDatabaseURL(t)
-	a, b := startNode(t, dbURL, HubOptions{}), startNode(t, dbURL, HubOptions{})
-	pa, pb := track(t, a), track(t, b)
+	a, b := startTrackedNode(t, dbURL, PresenceOptions{}), startTrackedNode(t, dbURL, PresenceOptions{})
+	pa, pb := a.presence, b.presence
 	watcherID := uuid.NewString()
 	w := dial(t, a, watcherID)
 	w.send(t, Frame{Event: "room.join", Room: "lobby"})
@@ -132,13 +132,8 @@ func TestPresenceSweepAnnouncesOnce(t *testing.T) {
 // finds its rows deleted; it writes them again and announces the join.
 func TestPresenceResyncAfterASweep(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{})
-	p := NewPresence(PresenceOptions{DB: n.pool, NodeID: n.bus.NodeID(), Hub: n.hub, ResyncEvery: 20 * time.Millisecond})
-	n.hub.TrackPresence(p)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
+	n := startTrackedNode(t, dbtest.NewDatabaseURL(t), PresenceOptions{ResyncEvery: 20 * time.Millisecond})
+	p := n.presence
 	alice := uuid.NewString()
 	c := dial(t, n, alice)
 	c.send(t, Frame{Event: "room.join", Room: "lobby"})
@@ -156,5 +151,27 @@ func TestPresenceResyncAfterASweep(t *testing.T) {
 	pr, err := p.RoomPresence(context.Background(), "lobby")
 	if err != nil || len(pr.Users) != 1 || pr.Users[0].UserID != alice {
 		t.Fatalf("presence: %+v %v", pr, err)
+	}
+}
+
+// TestPresenceFollowsTheHubsSockets: the hub New builds tells its tracker
+// of every join and leave as it happens: with a resync an hour away, a
+// socket's room.join is announced, and so is its room.leave.
+func TestPresenceFollowsTheHubsSockets(t *testing.T) {
+	t.Parallel()
+	n := startTrackedNode(t, dbtest.NewDatabaseURL(t), PresenceOptions{ResyncEvery: time.Hour})
+	watcher, alice := uuid.NewString(), uuid.NewString()
+	w := dial(t, n, watcher)
+	w.send(t, Frame{Event: "room.join", Room: "lobby"})
+	w.expect(t, EventRoomJoined)
+	if got := presenceFrames(t, w, 1); got[0] != EventPresenceJoin+" "+watcher {
+		t.Fatalf("the watcher's own join: %v", got)
+	}
+	a := dial(t, n, alice)
+	a.send(t, Frame{Event: "room.join", Room: "lobby"})
+	a.expect(t, EventRoomJoined)
+	a.send(t, Frame{Event: "room.leave", Room: "lobby"})
+	if got := presenceFrames(t, w, 2); got[0] != EventPresenceJoin+" "+alice || got[1] != EventPresenceLeave+" "+alice {
+		t.Fatalf("alice's join and leave: %v", got)
 	}
 }

@@ -74,7 +74,7 @@ func (h *Hub) requestRead(name string, since int64) uint64 {
 func (h *Hub) readLoop() {
 	defer h.reads.wg.Done()
 	for {
-		cursors, seq := h.takeDue()
+		cursors, seq := h.reads.take(h.ctx)
 		if cursors == nil {
 			return
 		}
@@ -82,15 +82,15 @@ func (h *Hub) readLoop() {
 		hs, err := h.opts.Store.ReadMany(ctx, cursors, readLimit(len(cursors)))
 		cancel()
 		if err == nil {
-			err = h.guardReads(hs) // rooms.go
+			err = h.guardReads(hs) // room_access.go
 		}
 		if err != nil {
 			if h.ctx.Err() != nil {
-				h.stopReads()
+				h.reads.stop()
 				return
 			}
 			h.logger.Warn("reading streams for local sockets failed; retrying", "streams", len(cursors), "error", err)
-			h.putBack(cursors)
+			h.reads.putBack(cursors)
 			select {
 			case <-time.After(time.Second):
 			case <-h.ctx.Done():
@@ -104,13 +104,12 @@ func (h *Hub) readLoop() {
 	}
 }
 
-// takeDue takes up to readStreamsPerQuery due streams as one read; nil
-// (and the loop ends) when none are due or the hub shut down.
-func (h *Hub) takeDue() ([]stream.Cursor, uint64) {
-	r := &h.reads
+// take takes up to readStreamsPerQuery due streams as one read; nil (and
+// the loop ends) when none are due or ctx, the hub's, ended.
+func (r *reads) take(ctx context.Context) ([]stream.Cursor, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.due) == 0 || h.ctx.Err() != nil {
+	if len(r.due) == 0 || ctx.Err() != nil {
 		r.running = false
 		return nil, 0
 	}
@@ -126,8 +125,8 @@ func (h *Hub) takeDue() ([]stream.Cursor, uint64) {
 	return cursors, r.seq
 }
 
-func (h *Hub) putBack(cursors []stream.Cursor) {
-	r := &h.reads
+// putBack makes the streams of a failed read due again.
+func (r *reads) putBack(cursors []stream.Cursor) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cursors {
@@ -137,8 +136,8 @@ func (h *Hub) putBack(cursors []stream.Cursor) {
 	}
 }
 
-func (h *Hub) stopReads() {
-	r := &h.reads
+// stop marks the loop ended.
+func (r *reads) stop() {
 	r.mu.Lock()
 	r.running = false
 	r.mu.Unlock()

@@ -1,13 +1,18 @@
 // Package realtime owns WebSocket delivery: Melody hubs, rooms, the
 // pg_notify bus between replicas, tickets, server-to-client RPC and presence.
 //
+// New builds one replica's realtime side, its parts wired to each other.
 // A Hub holds this replica's sockets and indexes them by user and room. A
 // Bus appends every stored event to its stream (realtime/stream) before it
 // acknowledges it, delivers it to the local Hub at once and rings every
 // other replica's doorbell through pg_notify on one channel; ephemeral
 // events travel in the notification itself. Each socket delivers each
 // stream's offsets once and in order, reading the store after a gap
-// (follow.go, reads.go); clients resume from their offsets (resume.go). Frames follow docs/api.md "Realtime":
+// (follow.go, reads.go); clients resume from their offsets (resume.go). A
+// PresenceTracker keeps the presence table equal to the hub's sockets'
+// rooms (presence.go). The words coined here are in docs/glossary.md.
+//
+// Frames follow docs/api.md "Realtime":
 // {"event","room"?,"to"?,"from"?,"id"?,"payload"?,"ts"?}; the server sets
 // from and ts.
 package realtime
@@ -18,6 +23,56 @@ import (
 	"errors"
 	"time"
 )
+
+// Options configure New; zero values mean defaults.
+type Options struct {
+	// Bus configures the bus every replica has. The hub and the presence
+	// tracker share its node id, pool, logger and metrics registry.
+	Bus BusOptions
+	// Hub configures the sockets of a replica that serves WebSockets. Nil
+	// on a worker-only replica: its bus publishes (run events) and hears
+	// the channels of BusOptions.Notices, but holds no socket.
+	Hub *HubOptions
+	// Presence configures the tracking of who is in which room across the
+	// replicas, for the hub's sockets (ignored without Hub). Nil: not
+	// tracked.
+	Presence *PresenceOptions
+}
+
+// Realtime is one replica's realtime side as New builds it: the bus
+// delivers to the hub, the hub publishes its clients' frames through the
+// bus and tells the presence tracker of its sockets' joins and leaves, and
+// the tracker reads their counts from the hub. Each part is started and
+// stopped on its own (Bus and Presence are startstop services; Hub.Shutdown
+// closes the sockets).
+type Realtime struct {
+	// Bus publishes to every replica; every replica has one.
+	Bus *Bus
+	// Hub holds this replica's sockets; nil without Options.Hub.
+	Hub *Hub
+	// Presence keeps the presence table equal to the hub's sockets' rooms;
+	// its Stop ends whatever they still hold. Nil without Options.Hub and
+	// Options.Presence.
+	Presence *PresenceTracker
+}
+
+// New builds the bus and, with Options.Hub, the hub and (with
+// Options.Presence) the presence tracker, each holding the others it
+// needs. Nothing is started.
+func New(opts Options) *Realtime {
+	rt := &Realtime{Bus: NewBus(opts.Bus)}
+	if opts.Hub == nil {
+		return rt
+	}
+	logger := rt.Bus.opts.Logger
+	rt.Hub = newHub(*opts.Hub, logger, opts.Bus.Registry)
+	rt.Bus.hub, rt.Hub.bus = rt.Hub, rt.Bus
+	if opts.Presence != nil {
+		rt.Presence = newPresence(*opts.Presence, rt.Bus.opts.Pool, rt.Bus.opts.NodeID, &rt.Hub.sockets, logger)
+		rt.Hub.presence = rt.Presence
+	}
+	return rt
+}
 
 // Event is one message for sockets: where it goes and what the frame says.
 // To targets every connection of a user, Room every member of a room; with

@@ -31,12 +31,12 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 		}
 	}
 	gen := h.evictions.Load()
-	forbidden, err := h.resumeAccess(c, names) // rooms.go
+	forbidden, err := h.resumeAccess(c, names) // room_access.go
 	if err != nil {
 		return err
 	}
 	req := newResume()
-	defer h.releaseResume(c, req)
+	defer h.resumeRegistered(c, req)
 	for _, name := range names {
 		pos := p.Streams[name]
 		if _, room := streamTarget(name); room != "" {

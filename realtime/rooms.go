@@ -3,367 +3,139 @@ package realtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/switchboard/switchboard/infra/names"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
-// Members-only rooms. The hub asks RoomAccess before a socket joins a room
-// (room.join, or a room stream in a resume); posting and typing need the
-// room joined, so they follow. When access is taken away (roomstore.go)
-// the change notifies every replica in its own transaction, and each
-// replica evicts the sockets concerned: they leave the room through the
-// same path as room.leave and get a room.removed frame.
-//
-// Nothing posted after the change reaches an evicted socket on any
-// replica. Postgres delivers notifications in commit order, and the LISTEN
-// loop handles them one at a time, so the eviction is applied before the
-// doorbell of any event committed after the change — including this
-// replica's own appends: with RoomAccess set, a replica delivers its own
-// room events to its sockets when their doorbell comes back through LISTEN,
-// not straight after the append (localOffers). Events read from the store
-// (gaps, joins, resumes, catch-up) are not ordered with notifications, so
-// before a read's room events are written the hub checks its followers'
-// access in the database, in a snapshot taken after the read (guardReads).
-// After LISTEN (re)connects, notifications may have been missed: every
-// local socket's rooms are checked again (revalidateRooms). A join racing
-// an eviction is checked again after it was indexed (join).
+// A socket's rooms: room.join (optionally from a position in the room's
+// stream), room.leave, and the check that a socket posts only to rooms it
+// joined. Who may use a members-only room is room_access.go's.
 
-// RoomAccess is what the hub asks about members-only rooms: Rooms.
-type RoomAccess interface {
-	// CanUseRoom reports whether user may join, post to and read room.
-	CanUseRoom(ctx context.Context, room, user string) (bool, error)
-	// Denied returns, of the users asked about per room, those who may
-	// not use it now.
-	Denied(ctx context.Context, ask map[string][]string) (map[string][]string, error)
-}
-
-// EventRoomRemoved tells a socket it was evicted from a room; payload
-// {"room","reason"}.
-const EventRoomRemoved = "room.removed"
-
-// Reasons of room.removed.
-const (
-	// ReasonRemoved: the user is not (or no longer) a member of the
-	// members-only room.
-	ReasonRemoved = "removed"
-	// ReasonDeleted: the room was deleted.
-	ReasonDeleted = "deleted"
-	// reasonRecheck (notices only): check everyone in the room, evicting
-	// those who may not use it with ReasonRemoved.
-	reasonRecheck = "recheck"
-)
-
-// CodeRoomForbidden is the error frame code of a room.join (or resumed
-// room) the user may not use.
-const CodeRoomForbidden = "room_forbidden"
-
-// ErrRoomForbidden: the user is not a member of the members-only room.
-var ErrRoomForbidden = errors.New("this room is for its members only")
-
-// kindEvict is the notification of an access change (wire value).
-const kindEvict = "x"
-
-// evictNotice is sent in the transaction of the change. It has no origin:
-// every replica, the changing one too, applies it from LISTEN.
-type evictNotice struct {
-	Kind   string `json:"k"`
-	Room   string `json:"r"`
-	User   string `json:"u,omitempty"` // empty: everyone (deleted) or everyone denied (recheck)
-	Reason string `json:"y"`
-}
-
-func notifyEvict(ctx context.Context, tx pgx.Tx, n evictNotice) error {
-	n.Kind = kindEvict
-	body, err := marshal(n)
-	if err != nil {
+// join adds c to room and follows its stream, from pos when given (then
+// the missed events and a resumed frame follow room.joined).
+func (h *Hub) join(c *client, room string, pos *position) error {
+	if err := names.Room(room); err != nil {
 		return err
 	}
-	// Room names are at most 128 bytes: a notice is far below NOTIFY's limit.
-	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, string(body))
+	gen := h.evictions.Load()
+	if err := h.mayUseRoom(c, room); err != nil {
+		return err
+	}
+	defer h.recheckJoin(c, room, gen)
+	var req *resumeReq
+	var head *position
+	if pos != nil {
+		req = newResume()
+	} else if !h.follows(c, stream.RoomStream(room)) {
+		var err error
+		if head, err = h.head(context.Background(), stream.RoomStream(room)); err != nil {
+			return err
+		}
+	}
+	err := h.joinFollow(c, room, pos, head, req)
+	if req != nil {
+		h.resumeRegistered(c, req)
+	}
 	return err
 }
 
-// frameError is an error frame with a code.
-type frameError struct {
-	code string
-	err  error
-}
-
-func (e *frameError) Error() string { return e.err.Error() }
-func (e *frameError) Unwrap() error { return e.err }
-
-// errorCode is the code of an error frame answering err ("" for none).
-func errorCode(err error) string {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		return fe.code
+// joinFollow joins c to room (answering room.joined) and follows its
+// stream from pos, or from head when it does not yet.
+func (h *Hub) joinFollow(c *client, room string, pos, head *position, req *resumeReq) error {
+	h.mu.Lock()
+	if _, ok := c.rooms[room]; !ok {
+		if len(c.rooms) >= h.opts.MaxRooms {
+			h.mu.Unlock()
+			return fmt.Errorf("a connection may join at most %d rooms; leave one first", h.opts.MaxRooms)
+		}
+		h.joinLocked(c, room)
+		h.presenceChanged(room, c.user)
 	}
-	return ""
-}
-
-// mayUseRoom checks with RoomAccess that c's user may use room.
-func (h *Hub) mayUseRoom(c *client, room string) error {
-	if h.opts.Rooms == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
-	defer cancel()
-	ok, err := h.opts.Rooms.CanUseRoom(ctx, room, c.user)
-	switch {
-	case err != nil:
-		h.logger.Warn("room access not checked", "room", room, "error", err)
-		return fmt.Errorf("room %q: %w", room, ErrUnavailable)
-	case !ok:
-		return &frameError{code: CodeRoomForbidden, err: fmt.Errorf("room %q: %w; its owner or an admin adds members", room, ErrRoomForbidden)}
-	}
+	rooms := roomList(c)
+	frame, _ := encodeFrame(Event{Event: EventRoomJoined, Room: room}, time.Now())
+	c.mu.Lock()
+	h.writeLocked(c, frame)
+	h.followLocked(c, stream.RoomStream(room), pos, head, req)
+	c.mu.Unlock()
+	h.mu.Unlock()
+	c.s.Set(KeyRooms, rooms)
 	return nil
 }
 
-// recheckJoin checks c's access to room once more after the join was
-// indexed when an eviction was applied since gen: the eviction may have
-// looked at the room before c was in it.
-func (h *Hub) recheckJoin(c *client, room string, gen uint64) {
-	if h.opts.Rooms == nil || h.evictions.Load() == gen {
-		return
+// joinPosition reads room.join's optional payload {"offset","epoch"}.
+func joinPosition(payload json.RawMessage) (*position, error) {
+	var p struct {
+		Offset *int64 `json:"offset"`
+		Epoch  string `json:"epoch"`
 	}
-	if err := h.mayUseRoom(c, room); err != nil {
-		h.evictClient(c, room, ReasonRemoved)
+	if len(payload) == 0 || payload[0] != '{' {
+		return nil, nil // no position: a payload that is not an object is ignored
 	}
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, fmt.Errorf(`room.join payload must be {"offset":<int>,"epoch":"<epoch>"}: %v`, err)
+	}
+	switch {
+	case p.Offset == nil:
+		return nil, nil
+	case *p.Offset < 0:
+		return nil, fmt.Errorf("room.join offset %d is negative", *p.Offset)
+	}
+	return &position{Offset: *p.Offset, Epoch: p.Epoch}, nil
 }
 
-// resumeAccess checks the rooms of a resume's streams and returns those
-// the user may not use; any other failure refuses the whole resume.
-func (h *Hub) resumeAccess(c *client, names []string) (map[string]bool, error) {
-	forbidden := map[string]bool{}
-	for _, name := range names {
-		_, room := streamTarget(name)
-		if room == "" {
-			continue
-		}
-		err := h.mayUseRoom(c, room)
-		switch {
-		case errors.Is(err, ErrRoomForbidden):
-			forbidden[room] = true
-		case err != nil:
-			return nil, err
-		}
-	}
-	return forbidden, nil
-}
-
-// refuseRoom answers a resumed room the user may not use (any more) with
-// room.removed, evicting the socket if it is in it: the client drops the
-// room instead of rejoining it.
-func (h *Hub) refuseRoom(c *client, room string) {
-	h.leaveRoom(c, room)
-	h.write(c, removedFrame(room, ReasonRemoved))
-}
-
-// guardsRooms reports whether this hub checks room access (and its bus
-// then delivers own room events through LISTEN).
-func (h *Hub) guardsRooms() bool { return h.opts.Rooms != nil }
-
-// evict applies a notice: the sockets here of its user (or everyone, or
-// everyone denied) leave the room with room.removed.
-func (h *Hub) evict(ctx context.Context, n evictNotice) {
-	h.evictions.Add(1)
-	if n.Reason == reasonRecheck {
-		h.evictDenied(ctx, map[string]bool{n.Room: true})
-		return
-	}
-	for _, c := range h.roomClients(n.Room, n.User) {
-		h.evictClient(c, n.Room, n.Reason)
-	}
-}
-
-// roomClients lists the sockets here in room (of user, when given).
-func (h *Hub) roomClients(room, user string) []*client {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	var out []*client
-	for c := range h.byRoom[room] {
-		if user == "" || c.user == user {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// evictClient makes c leave room and tells it why; nothing if it was not
-// in the room.
-func (h *Hub) evictClient(c *client, room, reason string) {
-	if h.leaveRoom(c, room) {
-		h.write(c, removedFrame(room, reason))
-	}
-}
-
-func removedFrame(room, reason string) []byte {
-	payload, _ := marshal(map[string]string{"room": room, "reason": reason})
-	frame, _ := encodeFrame(Event{Event: EventRoomRemoved, Room: room, Payload: payload}, time.Now())
-	return frame
-}
-
-// evictDenied checks the access of every socket here in rooms (all rooms
-// with sockets when nil) and evicts those denied. On a database error the
-// check is retried every second until it succeeds: a socket is never left
-// in a room it may not use (until ctx ends: the bus stops).
-func (h *Hub) evictDenied(ctx context.Context, rooms map[string]bool) {
-	if h.opts.Rooms == nil {
-		return
-	}
-	for {
-		ask := h.roomUsers(rooms)
-		if len(ask) == 0 {
-			return
-		}
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		denied, err := h.opts.Rooms.Denied(qctx, ask)
-		cancel()
-		if err == nil {
-			h.evictUsers(denied, ReasonRemoved)
-			return
-		}
-		h.logger.Warn("room access not checked; retrying", "rooms", len(ask), "error", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		case <-h.ctx.Done():
-			return
-		}
-	}
-}
-
-// roomUsers maps each room (of rooms; all when nil) to the users with
-// sockets here in it.
-func (h *Hub) roomUsers(rooms map[string]bool) map[string][]string {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	ask := map[string][]string{}
-	for room, set := range h.byRoom {
-		if rooms != nil && !rooms[room] {
-			continue
-		}
-		seen := map[string]bool{}
-		for c := range set {
-			if !seen[c.user] {
-				seen[c.user] = true
-				ask[room] = append(ask[room], c.user)
-			}
-		}
-	}
-	return ask
-}
-
-func (h *Hub) evictUsers(denied map[string][]string, reason string) {
-	for room, users := range denied {
-		for _, u := range users {
-			for _, c := range h.roomClients(room, u) {
-				h.evictClient(c, room, reason)
-			}
-		}
-	}
-}
-
-// revalidateRooms checks every socket's rooms again: after LISTEN
-// (re)connected, eviction notices may have been missed.
-func (h *Hub) revalidateRooms(ctx context.Context) { h.evictDenied(ctx, nil) }
-
-// revalidateRooms has the hub check its sockets' rooms again.
-func (b *Bus) revalidateRooms(ctx context.Context) {
-	if r, ok := b.hub.(interface{ revalidateRooms(context.Context) }); ok {
-		r.revalidateRooms(ctx)
-	}
-}
-
-// guardReads evicts, before a read's events are written, the followers of
-// its room streams who may not use the room now: the read may hold events
-// committed after an eviction this replica has not applied yet. An error
-// fails the read (it is retried).
-func (h *Hub) guardReads(hs []stream.History) error {
-	if h.opts.Rooms == nil {
-		return nil
-	}
-	rooms := map[string]bool{}
-	for _, hist := range hs {
-		if _, room := streamTarget(hist.Stream); room != "" && len(hist.Events) > 0 {
-			rooms[room] = true
-		}
-	}
-	if len(rooms) == 0 {
-		return nil
-	}
-	ask := h.roomUsers(rooms)
-	if len(ask) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
-	defer cancel()
-	denied, err := h.opts.Rooms.Denied(ctx, ask)
-	if err != nil {
+func (h *Hub) leave(c *client, room string) error {
+	if err := names.Room(room); err != nil {
 		return err
 	}
-	h.evictUsers(denied, ReasonRemoved)
+	h.leaveRoom(c, room)
 	return nil
 }
 
-// localOffers is what of this replica's appends goes to its sockets at
-// once: everything, or, when the hub guards rooms, all but room events
-// (they come back through LISTEN, ordered after evictions).
-func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
-		return stored
+// leaveRoom takes c out of room and ends its follow of the room's stream:
+// room.leave and evictions (room_access.go) alike. It reports whether c was in
+// the room.
+func (h *Hub) leaveRoom(c *client, room string) bool {
+	h.mu.Lock()
+	_, was := c.rooms[room]
+	if was {
+		h.presenceChanged(room, c.user)
 	}
-	out := make([]stream.Event, 0, len(stored))
-	for _, ev := range stored {
-		if _, room := streamTarget(ev.Stream); room == "" {
-			out = append(out, ev)
-		}
+	h.leaveLocked(c, room)
+	rooms := roomList(c)
+	c.mu.Lock()
+	h.unfollowLocked(c, stream.RoomStream(room))
+	s := c.s
+	c.mu.Unlock()
+	h.mu.Unlock()
+	if s != nil {
+		s.Set(KeyRooms, rooms)
 	}
-	return out
+	return was
 }
 
-// receiveOwnDoorbell delivers this replica's own room events, held back by
-// localOffers, once their doorbell has come back through LISTEN.
-func (b *Bus) receiveOwnDoorbell(payload string) {
-	g, ok := b.hub.(interface{ guardsRooms() bool })
-	if !ok || !g.guardsRooms() {
-		return
+// roomList is c's rooms, sorted; the caller holds Hub.mu.
+func roomList(c *client) []string {
+	rooms := make([]string, 0, len(c.rooms))
+	for r := range c.rooms {
+		rooms = append(rooms, r)
 	}
-	d, err := stream.DecodeDoorbell(payload)
-	if err != nil {
-		b.logger.Warn("bus: unreadable doorbell", "error", err)
-		return
-	}
-	for _, r := range d.Ranges {
-		if _, room := streamTarget(r.Stream); room == "" || !b.hub.hasRecipients("", room) {
-			continue
-		}
-		if evs := r.Events(); evs != nil {
-			b.hub.offer(evs)
-		} else {
-			b.hub.behind(r.Stream, r.Last)
-		}
-	}
+	slices.Sort(rooms)
+	return rooms
 }
 
-// receiveEvict applies an access change's notice.
-func (b *Bus) receiveEvict(ctx context.Context, payload string) {
-	var n evictNotice
-	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.Room == "" {
-		b.logger.Warn("bus: unreadable room notice", "error", err)
-		return
+func (h *Hub) requireMember(c *client, room string) error {
+	if err := names.Room(room); err != nil {
+		return err
 	}
-	b.metrics.received.Inc()
-	if e, ok := b.hub.(interface {
-		evict(context.Context, evictNotice)
-	}); ok {
-		e.evict(ctx, n)
+	h.mu.RLock()
+	_, ok := c.rooms[room]
+	h.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("join room %q before posting to it", room)
 	}
+	return nil
 }

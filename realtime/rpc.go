@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,4 +146,75 @@ func (b *Bus) userFound(id string) {
 		default:
 		}
 	}
+}
+
+// callRecord remembers an rpc.call delivered here, so the client's result
+// goes back to the node that waits for it.
+type callRecord struct {
+	node, user string
+	until      time.Time
+}
+
+// callRecords are the rpc.calls delivered to sockets here, by call id.
+type callRecords struct {
+	mu     sync.Mutex
+	byID   map[string]callRecord
+	forgot time.Time // when records past their deadline were last forgotten
+}
+
+// add remembers a call; every 10 s the records past their deadline are
+// forgotten.
+func (r *callRecords) add(id string, rec callRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.forgot) > 10*time.Second {
+		for id, rec := range r.byID {
+			if now.After(rec.until) {
+				delete(r.byID, id)
+			}
+		}
+		r.forgot = now
+	}
+	if r.byID == nil {
+		r.byID = map[string]callRecord{}
+	}
+	r.byID[id] = rec
+}
+
+// take forgets and returns call id's record when user was called and its
+// deadline has not passed; another user's answer leaves it in place.
+func (r *callRecords) take(id, user string) (callRecord, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.byID[id]
+	ok = ok && rec.user == user && time.Now().Before(rec.until)
+	if ok {
+		delete(r.byID, id)
+	}
+	return rec, ok
+}
+
+// deliverCall writes an rpc.call frame to user's sockets, when any is here,
+// and remembers which node waits for the answer.
+func (h *Hub) deliverCall(user, callID, node string, until time.Time, frame []byte) {
+	if !h.hasRecipients(user, "") {
+		return
+	}
+	h.calls.add(callID, callRecord{node: node, user: user, until: until})
+	h.deliver(user, "", frame)
+}
+
+// result routes a client's rpc.result to the waiting node. Only the called
+// user may answer, once, before the deadline.
+func (h *Hub) result(c *client, f Frame) error {
+	if f.ID == "" {
+		return errors.New(`rpc.result needs the "id" of the rpc.call it answers`)
+	}
+	rec, ok := h.calls.take(f.ID, c.user)
+	if !ok {
+		return fmt.Errorf("no pending rpc call %q for this user (it timed out or was answered)", f.ID)
+	}
+	h.bus.routeResult(rec.node, f.ID, f.Payload)
+	return nil
 }

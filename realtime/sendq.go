@@ -58,7 +58,7 @@ func (h *Hub) pumpLocked(c *client) {
 		_ = c.s.Write(frame)
 	}
 	if len(c.queue) == 0 {
-		c.queue = nil // release the backing array
+		c.queue = nil // free the backing array
 	}
 }
 

@@ -1,7 +1,7 @@
 package realtime
 
-// Benchmarks of durable streams (issue 13), each beside the NOTIFY-only
-// path measured in the same run (run without -race):
+// Benchmarks of durable streams, each beside the NOTIFY-only path
+// measured in the same run (run without -race):
 //
 //	go test -run '^$' -bench 'Stored|Resume' -benchtime 1x ./realtime/
 //

@@ -19,7 +19,7 @@ func TestPublishSpan(t *testing.T) {
 	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{}, func(o *BusOptions) { o.TracerProvider = tp })
+	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{}, func(o *Options) { o.Bus.TracerProvider = tp })
 	alice := uuid.NewString()
 	c := dial(t, n, alice)
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -68,55 +68,62 @@ func registerAdmin(api huma.API, s *Server) {
 }
 
 func (s *Server) adminListUsers(ctx context.Context, in *adminUsersInput) (*adminUsersOutput, error) {
-	out := &adminUsersOutput{}
-	out.Body.Items = []User{}
 	if in.Email != "" {
-		norm, err := NormalizeEmail(in.Email)
-		if err != nil {
-			// Only accounts from before normalisation (migration 00006
-			// disabled them) can hold such an address: match it exactly.
-			norm = in.Email
-		}
-		u, _, err := userByEmail(ctx, s.opts.Pool, norm)
-		if err == nil {
-			out.Body.Items = append(out.Body.Items, u)
-		} else if !errors.Is(err, db.ErrNotFound) {
-			return nil, s.fail(ctx, err, "", "")
-		}
-		return out, nil
+		return s.adminFindUser(ctx, in.Email)
 	}
-	items, next, err := userList(ctx, s.opts.Pool, in.Cursor, in.Limit)
-	if errors.Is(err, jobs.ErrBadCursor) {
-		return nil, huma.Error422UnprocessableEntity(err.Error(), &huma.ErrorDetail{Location: "query.cursor", Message: err.Error()})
+	var after accounts.Position
+	if in.Cursor != "" {
+		var err error
+		if after.CreatedAt, after.ID, err = jobs.DecodeCursor(in.Cursor); err != nil {
+			return nil, huma.Error422UnprocessableEntity(err.Error(), &huma.ErrorDetail{Location: "query.cursor", Message: err.Error()})
+		}
 	}
+	users, more, err := accounts.ListUsers(ctx, s.opts.Pool, after, in.Limit)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	out.Body.Items, out.Body.NextCursor = items, nilIfEmpty(next)
+	out := &adminUsersOutput{}
+	out.Body.Items = make([]User, 0, len(users))
+	for _, u := range users {
+		out.Body.Items = append(out.Body.Items, userOut(u))
+	}
+	if more {
+		last := users[len(users)-1]
+		next := jobs.EncodeCursor(last.CreatedAt, last.ID)
+		out.Body.NextCursor = &next
+	}
+	return out, nil
+}
+
+// adminFindUser answers the listing of the one account with that address,
+// or of none.
+func (s *Server) adminFindUser(ctx context.Context, email string) (*adminUsersOutput, error) {
+	out := &adminUsersOutput{}
+	out.Body.Items = []User{}
+	u, err := accounts.UserByEmail(ctx, s.opts.Pool, email)
+	switch {
+	case err == nil:
+		out.Body.Items = append(out.Body.Items, userOut(u))
+	case !errors.Is(err, accounts.ErrUserNotFound):
+		return nil, s.fail(ctx, err, "", "")
+	}
 	return out, nil
 }
 
 func (s *Server) adminGetUser(ctx context.Context, in *adminUserInput) (*adminUserOutput, error) {
-	u, err := userByID(ctx, s.opts.Pool, in.ID)
+	u, err := accounts.UserByID(ctx, s.opts.Pool, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")
 	}
-	return &adminUserOutput{Body: u}, nil
+	return &adminUserOutput{Body: userOut(u)}, nil
 }
 
 func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adminUserOutput, error) {
-	id := in.ID
-	c := UserChange{Role: in.Body.Role, Disabled: in.Body.Disabled}
-	if c.Disabled != nil && *c.Disabled && id == principal(ctx).UserID {
+	c := accounts.UserChange{Role: in.Body.Role, Disabled: in.Body.Disabled}
+	if c.Disabled != nil && *c.Disabled && in.ID == principal(ctx).UserID {
 		return nil, huma.Error409Conflict("you cannot disable your own account")
 	}
-	var u User
-	var err error
-	if c.empty() {
-		u, err = userByID(ctx, s.opts.Pool, id)
-	} else {
-		u, err = userUpdate(ctx, s.opts.Pool, "id", id, c)
-	}
+	u, err := accounts.UpdateUser(ctx, s.opts.Pool, in.ID, c)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")
 	}
@@ -127,5 +134,5 @@ func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adm
 			s.opts.Logger.WarnContext(ctx, "disabled account: closing its sockets failed", "user_id", u.ID, "error", err)
 		}
 	}
-	return &adminUserOutput{Body: u}, nil
+	return &adminUserOutput{Body: userOut(u)}, nil
 }

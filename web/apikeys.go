@@ -2,10 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,36 +10,13 @@ import (
 	"unicode"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/jackc/pgx/v5"
 
-	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/accounts"
 )
 
-// API keys are long-lived credentials for servers: `Authorization: Bearer
-// sbk_…` wherever a user token is accepted. A key acts as its owner within
-// its scopes; revoking deletes it, and every request looks its key up in the
-// database, so a revoke (or the owner's disable) counts at once on every
-// replica.
-//
-// Why SHA-256 and not bcrypt: the secret is 32 random bytes (256 bits), not
-// a password a person chose, so no guessing attack on a fast hash can work;
-// a fast unsalted hash lets a request find its key with one index lookup,
-// where bcrypt would need a separate key id in the token and ~50 ms of CPU
-// per request (a denial of service for the API and its rate limit).
-
-const (
-	apiKeyPrefix     = "sbk_"
-	apiKeySecretLen  = len(apiKeyPrefix) + 43 // 32 bytes, unpadded base64url
-	apiKeyShownLen   = len(apiKeyPrefix) + 8  // the part lists show
-	maxAPIKeysPerOwn = 100
-)
-
-// Scopes of an API key.
-const (
-	scopeRead  = "read"  // GET and HEAD of the user routes
-	scopeWrite = "write" // every method of the user routes (includes read)
-	scopeAdmin = "admin" // the operator routes and admin powers; admins only
-)
+// The API key routes. A key (accounts.CreateAPIKey) is sent as
+// `Authorization: Bearer sbk_…` wherever a user token is accepted and acts
+// as its owner within its scopes (checkScopes).
 
 // APIKey is a key as lists show it: never its secret.
 type APIKey struct {
@@ -111,18 +84,14 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 		return nil, huma.Error403Forbidden("an API key cannot create API keys: log in (POST /v1/auth/login) and use that token")
 	}
 	b := in.Body
-	scopes := b.Scopes
-	if len(scopes) == 0 {
-		scopes = []string{scopeRead, scopeWrite}
-	}
 	// Checked here, not with uniqueItems: Huma's uniqueItems check panics
 	// on an element that is itself an array ({"scopes":[["read"]]}).
-	if len(slices.Compact(slices.Sorted(slices.Values(scopes)))) != len(scopes) {
+	if len(slices.Compact(slices.Sorted(slices.Values(b.Scopes)))) != len(b.Scopes) {
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
 			Message: "scopes must not repeat a scope", Location: "body.scopes",
 		})
 	}
-	if slices.Contains(scopes, scopeAdmin) && !p.IsAdmin() {
+	if slices.Contains(b.Scopes, accounts.ScopeAdmin) && !p.IsAdmin() {
 		return nil, huma.Error403Forbidden("only admins can create keys with the admin scope")
 	}
 	if strings.ContainsFunc(b.Name, unicode.IsControl) {
@@ -135,84 +104,50 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 			Message: "expires_at must be in the future", Location: "body.expires_at", Value: b.ExpiresAt,
 		})
 	}
-	secret := newAPIKeySecret()
-	k, err := apiKeyCreate(ctx, s.opts.Pool, p.UserID, b.Name, secret, sortedScopes(scopes), b.ExpiresAt)
+	k, secret, err := accounts.CreateAPIKey(ctx, s.opts.Pool, p.UserID, accounts.NewAPIKey{Name: b.Name, Scopes: b.Scopes, ExpiresAt: b.ExpiresAt})
 	if err != nil {
-		return nil, s.fail(ctx, err, accountGone, fmt.Sprintf("an account has at most %d API keys; revoke one first", maxAPIKeysPerOwn))
+		return nil, s.fail(ctx, err, accounts.ErrAccountGone.Error(), fmt.Sprintf("an account has at most %d API keys; revoke one first", accounts.MaxAPIKeysPerUser))
 	}
-	return &apiKeyCreateOutput{Body: apiKeyCreated{APIKey: k, Secret: secret}}, nil
+	return &apiKeyCreateOutput{Body: apiKeyCreated{APIKey: apiKeyOut(k), Secret: secret}}, nil
 }
 
 func (s *Server) listAPIKeys(ctx context.Context, _ *struct{}) (*apiKeyListOutput, error) {
-	items, err := apiKeyList(ctx, s.opts.Pool, principal(ctx).UserID)
+	keys, err := accounts.ListAPIKeys(ctx, s.opts.Pool, principal(ctx).UserID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
 	out := &apiKeyListOutput{}
-	out.Body.Items = items
+	out.Body.Items = make([]APIKey, 0, len(keys))
+	for _, k := range keys {
+		out.Body.Items = append(out.Body.Items, apiKeyOut(k))
+	}
 	return out, nil
 }
 
 func (s *Server) revokeAPIKey(ctx context.Context, in *apiKeyIDInput) (*struct{}, error) {
-	if err := apiKeyDelete(ctx, s.opts.Pool, principal(ctx).UserID, in.ID); err != nil {
+	if err := accounts.DeleteAPIKey(ctx, s.opts.Pool, principal(ctx).UserID, in.ID); err != nil {
 		return nil, s.fail(ctx, err, "no such API key", "")
 	}
 	return nil, nil
 }
 
-// sortedScopes is scopes in one order, so lists compare equal.
-func sortedScopes(scopes []string) []string {
-	out := slices.Clone(scopes)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-func newAPIKeySecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return apiKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-func hashAPIKey(secret string) []byte {
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
-}
-
-// wellFormedAPIKey checks a presented key's shape before any database work.
-func wellFormedAPIKey(raw string) bool {
-	if len(raw) != apiKeySecretLen || !strings.HasPrefix(raw, apiKeyPrefix) {
-		return false
+func apiKeyOut(k accounts.APIKey) APIKey {
+	return APIKey{
+		ID: k.ID, Name: k.Name, Prefix: k.Prefix, Scopes: k.Scopes,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, LastUsedAt: k.LastUsedAt,
 	}
-	_, err := base64.RawURLEncoding.DecodeString(raw[len(apiKeyPrefix):])
-	return err == nil
 }
 
-// apiKeyPrincipal authenticates a request by its key: the key, its owner's
-// role and state, in one statement. The key is refused with a reason a
-// client can act on.
+// apiKeyPrincipal authenticates a request by its key
+// (accounts.AuthenticateAPIKey): an *accounts.RefusedError says why a key
+// may not act.
 func (s *Server) apiKeyPrincipal(ctx context.Context, raw string) (Principal, error) {
-	if !wellFormedAPIKey(raw) {
-		return Principal{}, &accountRefused{"the API key is malformed: keys look like sbk_ and 43 characters"}
-	}
-	k, err := apiKeyAuthenticate(ctx, s.opts.Pool, hashAPIKey(raw))
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return Principal{}, &accountRefused{"unknown or revoked API key"}
-	case err != nil:
-		if !errors.Is(err, context.Canceled) {
-			s.opts.Logger.ErrorContext(ctx, "look up an API key", "error", err)
-		}
+	h, err := accounts.AuthenticateAPIKey(ctx, s.opts.Pool, raw)
+	if err != nil {
+		s.logUnexpected(ctx, "look up an API key", err)
 		return Principal{}, err
-	case k.expiresAt != nil && !k.expiresAt.After(time.Now()):
-		return Principal{}, &accountRefused{"this API key expired at " + k.expiresAt.UTC().Format(time.RFC3339)}
-	case k.disabled:
-		return Principal{}, &accountRefused{accountDisabled}
 	}
-	role := k.role
-	if !slices.Contains(k.scopes, scopeAdmin) {
-		role = roleUser // a key without the admin scope has no admin powers
-	}
-	return Principal{UserID: k.userID, Role: role, KeyID: k.id, Scopes: k.scopes}, nil
+	return Principal{UserID: h.UserID, Role: h.Role, KeyID: h.KeyID, Scopes: h.Scopes}, nil
 }
 
 // checkScopes is Huma middleware after checkAccount: an API key may call an
@@ -225,12 +160,12 @@ func (s *Server) checkScopes(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	op := ctx.Operation()
-	need := scopeWrite
+	need := accounts.ScopeWrite
 	switch {
 	case isOperatorPath(op.Path):
-		need = scopeAdmin
+		need = accounts.ScopeAdmin
 	case op.Method == http.MethodGet || op.Method == http.MethodHead:
-		if slices.Contains(p.Scopes, scopeRead) {
+		if slices.Contains(p.Scopes, accounts.ScopeRead) {
 			next(ctx)
 			return
 		}
@@ -241,89 +176,4 @@ func (s *Server) checkScopes(ctx huma.Context, next func(huma.Context)) {
 	}
 	_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, fmt.Sprintf(
 		"this API key has the scopes [%s]; %s %s needs %s", strings.Join(p.Scopes, ","), op.Method, op.Path, need))
-}
-
-// Data layer of api_keys.
-
-const apiKeyColumns = "id::text, name, prefix, scopes, created_at, expires_at, last_used_at"
-
-func scanAPIKey(row pgx.Row, k *APIKey) error {
-	return row.Scan(&k.ID, &k.Name, &k.Prefix, &k.Scopes, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt)
-}
-
-// apiKeyCreate stores a key, at most maxAPIKeysPerOwn per owner: the owner's
-// row is locked so concurrent creates count one after the other.
-func apiKeyCreate(ctx context.Context, q db.DB, userID, name, secret string, scopes []string, expires *time.Time) (APIKey, error) {
-	var k APIKey
-	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		var n int
-		err := tx.QueryRow(ctx, `
-			SELECT (SELECT count(*) FROM api_keys WHERE user_id = u.id) FROM users u WHERE u.id = $1 FOR UPDATE`, userID).Scan(&n)
-		if err != nil {
-			return db.Translate(err)
-		}
-		if n >= maxAPIKeysPerOwn {
-			return db.ErrConflict
-		}
-		return db.Translate(scanAPIKey(tx.QueryRow(ctx, `
-			INSERT INTO api_keys (user_id, name, prefix, secret_hash, scopes, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+apiKeyColumns,
-			userID, name, secret[:apiKeyShownLen], hashAPIKey(secret), scopes, expires), &k))
-	})
-	return k, err
-}
-
-func apiKeyList(ctx context.Context, q db.DB, userID string) ([]APIKey, error) {
-	rows, err := q.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE user_id = $1 ORDER BY created_at DESC, id`, userID)
-	if err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	defer rows.Close()
-	out := []APIKey{}
-	for rows.Next() {
-		var k APIKey
-		if err := scanAPIKey(rows, &k); err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
-}
-
-func apiKeyDelete(ctx context.Context, q db.DB, userID, id string) error {
-	tag, err := q.Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)
-	if err != nil {
-		return fmt.Errorf("revoke api key: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return db.ErrNotFound
-	}
-	return nil
-}
-
-// authKey is what a request by API key reads.
-type authKey struct {
-	id, userID, role string
-	scopes           []string
-	expiresAt        *time.Time
-	disabled         bool
-}
-
-// apiKeyAuthenticate finds a key by its hash with its owner's role and
-// state, and records its use: last_used_at is written only when it is older
-// than a minute, so a busy key costs one write a minute, not one a request.
-func apiKeyAuthenticate(ctx context.Context, q db.DB, hash []byte) (authKey, error) {
-	var k authKey
-	err := q.QueryRow(ctx, `
-		WITH k AS (
-			SELECT id, user_id, scopes, expires_at, last_used_at FROM api_keys WHERE secret_hash = $1
-		), touch AS (
-			UPDATE api_keys a SET last_used_at = now() FROM k
-			WHERE a.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute')
-			  AND (k.expires_at IS NULL OR k.expires_at > now())
-		)
-		SELECT k.id::text, k.user_id::text, u.role, k.scopes, k.expires_at, u.disabled_at IS NOT NULL
-		FROM k JOIN users u ON u.id = k.user_id`, hash).
-		Scan(&k.id, &k.userID, &k.role, &k.scopes, &k.expiresAt, &k.disabled)
-	return k, db.Translate(err)
 }

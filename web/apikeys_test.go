@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -154,15 +155,15 @@ func TestAPIKeyOwnerDisabled(t *testing.T) {
 	token, _ := b.register(t, "owner@example.com")
 	secret := b.createKey(t, token, map[string]any{"name": "k"})["secret"].(string)
 	disabled, enabled := true, false
-	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, "owner@example.com", UserChange{Disabled: &disabled}); err != nil {
+	if _, err := accounts.UpdateUserByEmail(context.Background(), b.server.opts.Pool, "owner@example.com", accounts.UserChange{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
 	res := b.do(t, http.MethodGet, "/v1/me", nil, secret)
 	requireProblem(t, res, http.StatusUnauthorized)
-	if res.body["detail"] != accountDisabled {
+	if res.body["detail"] != accounts.ErrAccountDisabled.Error() {
 		t.Fatalf("detail: %s", res.raw)
 	}
-	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, "owner@example.com", UserChange{Disabled: &enabled}); err != nil {
+	if _, err := accounts.UpdateUserByEmail(context.Background(), b.server.opts.Pool, "owner@example.com", accounts.UserChange{Disabled: &enabled}); err != nil {
 		t.Fatal(err)
 	}
 	if res := b.do(t, http.MethodGet, "/v1/me", nil, secret); res.status != http.StatusOK {
@@ -189,7 +190,7 @@ func TestAPIKeyAdminScope(t *testing.T) {
 	if res := b.do(t, http.MethodGet, "/v1/admin/users", nil, ops); res.status != http.StatusOK {
 		t.Fatalf("admin key: %d %s", res.status, res.raw)
 	}
-	grant(t, b, "key-admin@example.com", RoleUser)
+	grant(t, b, "key-admin@example.com", accounts.RoleUser)
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/admin/users", nil, ops), http.StatusForbidden)
 }
 

@@ -2,16 +2,13 @@ package web
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/accounts"
 )
 
 type credentials struct {
@@ -80,33 +77,27 @@ func registerAuth(api huma.API, s *Server) {
 }
 
 func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
-	email, err := NormalizeEmail(in.Body.Email)
+	email, err := accounts.NormalizeEmail(in.Body.Email)
 	if err != nil {
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
 			Message: err.Error(), Location: "body.email", Value: in.Body.Email,
 		})
 	}
-	if len(in.Body.Password) > 72 { // maxLength counts characters; bcrypt counts bytes
+	if err := accounts.CheckNewPassword(in.Body.Password); err != nil {
 		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
-			Message:  "expected at most 72 bytes (bcrypt's limit); this password is " + strconv.Itoa(len(in.Body.Password)),
-			Location: "body.password",
+			Message: err.Error(), Location: "body.password",
 		})
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(in.Body.Password), s.bcryptCost())
+	hash, err := accounts.HashPassword(in.Body.Password, s.opts.BcryptCost)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	// Every account starts as a user: admin is granted by an operator.
-	u, err := userCreate(ctx, s.opts.Pool, email, string(hash))
+	u, err := accounts.CreateUser(ctx, s.opts.Pool, email, hash)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "an account with this email already exists; log in instead")
 	}
 	return s.authResponse(ctx, u)
 }
-
-// dummyHash is compared against when the email is unknown, so a login takes
-// as long whether or not the account exists.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("switchboard-dummy-password"), bcrypt.DefaultCost)
 
 func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error) {
 	u, err := s.checkPassword(ctx, in.Body.Email, in.Body.Password)
@@ -114,58 +105,34 @@ func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error)
 		return nil, err
 	}
 	out, err := s.authResponse(ctx, u)
-	if err == nil && u.Role == roleAdmin {
+	if err == nil && u.Role == accounts.RoleAdmin {
 		out.SetCookie = sessionCookieFor(out.Body.Token, out.Body.ExpiresAt, in.secure)
 	}
 	return out, err
 }
 
-const wrongPassword = "wrong email or password"
-
-// checkPassword finds the enabled account with that email and password. An
-// unknown or unnormalisable email costs a bcrypt comparison too, so a login
-// takes as long whether or not the account exists.
-func (s *Server) checkPassword(ctx context.Context, email, password string) (User, error) {
-	var user User
-	hash, err := "", error(db.ErrNotFound)
-	if norm, nerr := NormalizeEmail(email); nerr == nil {
-		user, hash, err = userByEmail(ctx, s.opts.Pool, norm)
-	}
-	if errors.Is(err, db.ErrNotFound) {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
-		return User{}, huma.Error401Unauthorized(wrongPassword)
-	}
+// checkPassword is accounts.Authenticate with its errors as problems: a
+// refusal is a 401 that says why.
+func (s *Server) checkPassword(ctx context.Context, email, password string) (accounts.User, error) {
+	u, err := accounts.Authenticate(ctx, s.opts.Pool, email, password)
 	if err != nil {
-		return User{}, s.fail(ctx, err, "", "")
+		return accounts.User{}, s.fail(ctx, err, "", "")
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return User{}, huma.Error401Unauthorized(wrongPassword)
-	}
-	if user.Disabled {
-		return User{}, huma.Error401Unauthorized(accountDisabled)
-	}
-	return user, nil
+	return u, nil
 }
 
-func (s *Server) authResponse(ctx context.Context, u User) (*authOutput, error) {
+func (s *Server) authResponse(ctx context.Context, u accounts.User) (*authOutput, error) {
 	tok, exp, err := s.tokens.issue(u.ID, u.Role, time.Now())
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	return &authOutput{Body: authBody{Token: tok, ExpiresAt: exp, User: u}}, nil
+	return &authOutput{Body: authBody{Token: tok, ExpiresAt: exp, User: userOut(u)}}, nil
 }
 
 func (s *Server) me(ctx context.Context, _ *struct{}) (*meOutput, error) {
-	u, err := userByID(ctx, s.opts.Pool, principal(ctx).UserID)
+	u, err := accounts.UserByID(ctx, s.opts.Pool, principal(ctx).UserID)
 	if err != nil {
-		return nil, s.fail(ctx, err, "this account no longer exists", "")
+		return nil, s.fail(ctx, err, accounts.ErrAccountGone.Error(), "")
 	}
-	return &meOutput{Body: u}, nil
-}
-
-func (s *Server) bcryptCost() int {
-	if s.opts.BcryptCost == 0 {
-		return bcrypt.DefaultCost
-	}
-	return s.opts.BcryptCost
+	return &meOutput{Body: userOut(u)}, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/accounts"
 )
 
 // The console (/console) is a page of plain ES modules and CSS embedded in
@@ -195,10 +195,10 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	http.SetCookie(w, consoleSessionCookie(tok, exp, secure))
-	if u.Role == roleAdmin {
+	if u.Role == accounts.RoleAdmin {
 		w.Header().Add("Set-Cookie", sessionCookieFor(tok, exp, secure))
 	}
-	writeJSON(w, http.StatusOK, consoleSessionBody{User: u, CSRFToken: s.csrfToken(tok), ExpiresAt: exp})
+	writeJSON(w, http.StatusOK, consoleSessionBody{User: userOut(u), CSRFToken: s.csrfToken(tok), ExpiresAt: exp})
 }
 
 // consoleSession answers who the cookie belongs to, with the CSRF token, so
@@ -218,10 +218,10 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, "the console session has expired: sign in again")
 		return
 	}
-	u, err := userByID(r.Context(), s.opts.Pool, p.UserID)
+	u, err := accounts.UserByID(r.Context(), s.opts.Pool, p.UserID)
 	switch {
-	case errors.Is(err, db.ErrNotFound):
-		writeProblem(w, http.StatusUnauthorized, accountGone)
+	case errors.Is(err, accounts.ErrUserNotFound):
+		writeProblem(w, http.StatusUnauthorized, accounts.ErrAccountGone.Error())
 		return
 	case err != nil:
 		// Not the account's fault: an outage must not sign people out.
@@ -229,11 +229,11 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
 		return
 	case u.Disabled:
-		writeProblem(w, http.StatusUnauthorized, accountDisabled)
+		writeProblem(w, http.StatusUnauthorized, accounts.ErrAccountDisabled.Error())
 		return
 	}
 	exp, _ := s.tokens.expiry(c.Value)
-	writeJSON(w, http.StatusOK, consoleSessionBody{User: u, CSRFToken: s.csrfToken(c.Value), ExpiresAt: exp})
+	writeJSON(w, http.StatusOK, consoleSessionBody{User: userOut(u), CSRFToken: s.csrfToken(c.Value), ExpiresAt: exp})
 }
 
 // consoleSignOut clears the session cookies; it needs the CSRF token like

@@ -7,6 +7,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/realtime/stream"
@@ -15,10 +16,14 @@ import (
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
 // fail maps a data-layer error to an HTTP problem: db.ErrNotFound to 404,
-// db.ErrConflict to 409 with the given details, db.ErrInvalidText to 422.
-// Anything else is logged once here and answered 500 without its cause.
+// db.ErrConflict to 409 with the given details, db.ErrInvalidText to 422,
+// an accounts.RefusedError to 401 with its reason. Anything else is logged
+// once here and answered 500 without its cause.
 func (s *Server) fail(ctx context.Context, err error, notFound, conflict string) error {
+	var refused *accounts.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		return huma.Error401Unauthorized(refused.Error())
 	case errors.Is(err, db.ErrNotFound):
 		return huma.Error404NotFound(notFound)
 	case errors.Is(err, db.ErrConflict):

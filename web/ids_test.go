@@ -28,9 +28,10 @@ func setupEveryRoute(t *testing.T, tweaks ...func(*Options)) *clusterBundle {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	hub := realtime.NewHub(realtime.HubOptions{Registry: reg})
-	bus := realtime.NewBus(realtime.BusOptions{Pool: pool, Hub: hub, Registry: reg, FindUserTimeout: 300 * time.Millisecond})
-	hub.PublishThrough(bus)
+	rt := realtime.New(realtime.Options{
+		Bus: realtime.BusOptions{Pool: pool, Registry: reg, FindUserTimeout: 300 * time.Millisecond}, Hub: &realtime.HubOptions{},
+	})
+	hub, bus := rt.Hub, rt.Bus
 	if err := bus.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -100,7 +101,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	// The ticket was issued to an enabled account; it may have been
 	// disabled or deleted in the 30 s since.
-	var refused *accountRefused
+	var refused *accounts.RefusedError
 	if _, err := s.activeRole(r.Context(), userID); errors.As(err, &refused) {
 		writeProblem(w, http.StatusUnauthorized, refused.Error())
 		return

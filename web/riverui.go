@@ -11,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			p.Role, err = s.activeRole(r.Context(), p.UserID)
 		}
 		var limited *limitedError
-		var refused *accountRefused
+		var refused *accounts.RefusedError
 		switch {
 		case errors.As(err, &limited):
 			setRateHeaders(w.Header().Set, limited.d)
@@ -82,7 +83,7 @@ func (e *credentialsError) Error() string { return e.msg }
 // operator authenticates a River UI request: who it is, not yet its role.
 func (s *Server) operator(r *http.Request) (Principal, error) {
 	if raw, ok := bearerToken(r.Header.Get("Authorization")); ok {
-		if strings.HasPrefix(raw, apiKeyPrefix) {
+		if strings.HasPrefix(raw, accounts.APIKeyPrefix) {
 			return Principal{}, &credentialsError{"the River UI does not take API keys: log in as an admin"}
 		}
 		p, err := s.tokens.verify(raw)

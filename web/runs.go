@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -164,7 +163,7 @@ func (s *Server) backfill(ctx context.Context, in *backfillInput) (*backfillOutp
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
-	s.runsChanged(ctx, res.Created)
+	s.announce(ctx, res.Created...)
 	out := &backfillOutput{}
 	out.Body.Ticks, out.Body.Created, out.Body.Items = res.Ticks, len(res.Created), res.Created
 	return out, nil
@@ -194,7 +193,7 @@ func (s *Server) retryRun(ctx context.Context, in *runActionInput) (*triggerOutp
 	case res.Replayed:
 		return &triggerOutput{Status: http.StatusOK, Body: res.Run}, nil
 	}
-	s.runChanged(ctx, res.Run)
+	s.announce(ctx, res.Run)
 	return &triggerOutput{Status: http.StatusAccepted, Body: res.Run}, nil
 }
 
@@ -207,7 +206,7 @@ func (s *Server) cancelRun(ctx context.Context, in *runActionInput) (*runOutput,
 		return nil, s.fail(ctx, err, "no such run", "the run has already finished; retry it instead")
 	}
 	if res.Changed {
-		s.runChanged(ctx, res.Run)
+		s.announce(ctx, res.Run)
 	}
 	return &runOutput{Body: res.Run}, nil
 }
@@ -227,41 +226,18 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 	if res.Replayed {
 		return &triggerOutput{Status: http.StatusOK, Body: res.Run}, nil
 	}
-	for _, c := range res.Cancelled {
-		s.runChanged(ctx, c)
-	}
-	s.runChanged(ctx, res.Run)
+	s.announce(ctx, res.Cancelled...) // before the run that replaces them
+	s.announce(ctx, res.Run)
 	return &triggerOutput{Status: http.StatusAccepted, Body: res.Run}, nil
 }
 
-// runChanged counts a run's new status and announces it to the caller, its
-// owner.
-func (s *Server) runChanged(ctx context.Context, run jobs.Run) {
-	s.opts.JobMetrics.RunStatus(run.Status, 1)
-	if s.opts.RunEvents == nil {
-		return
+// announce announces the runs' new status to the caller, their owner.
+func (s *Server) announce(ctx context.Context, runs ...jobs.Run) {
+	owned := make([]jobs.OwnedRun, len(runs))
+	for i, r := range runs {
+		owned[i] = jobs.OwnedRun{Run: r, OwnerID: principal(ctx).UserID}
 	}
-	if err := s.opts.RunEvents.PublishUser(context.WithoutCancel(ctx), principal(ctx).UserID, jobs.EventName(run.Status), run); err != nil {
-		s.opts.Logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "error", err)
-	}
-}
-
-// runsChanged publishes many runs' events (a backfill's) with up to 64
-// waiting at once, so the bus appends them in batches: one at a time paid
-// a round trip per run, and through a transaction pooler (no prepared
-// statements) a query plan per run too — seconds for a 1000-tick backfill.
-// Events of different runs may be stored in any order.
-func (s *Server) runsChanged(ctx context.Context, runs []jobs.Run) {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 64)
-	for _, r := range runs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			s.runChanged(ctx, r)
-		})
-	}
-	wg.Wait()
+	s.opts.RunAnnouncer.Announce(context.WithoutCancel(ctx), owned...)
 }
 
 func (s *Server) listRuns(ctx context.Context, in *runListInput) (*runListOutput, error) {

@@ -70,11 +70,9 @@ type Options struct {
 	// RiverUI is the River UI handler, served at /riverui/ to admins only;
 	// nil serves nothing there.
 	RiverUI http.Handler
-	// RunEvents announces manual runs (task.run.queued) to their owner;
-	// optional.
-	RunEvents jobs.Publisher
-	// JobMetrics counts manual runs; optional.
-	JobMetrics *jobs.Metrics
+	// RunAnnouncer announces the runs a call made or changed (a trigger, a
+	// retry, a cancel, a backfill) to their owner; nil announces nothing.
+	RunAnnouncer *jobs.Announcer
 
 	// Rooms serves /v1/rooms and is asked wherever a room is used
 	// (events, history, presence, tasks' publish actions); nil: no room

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/browsertest"
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
@@ -98,8 +99,8 @@ func (b *testBundle) register(t testing.TB, email string) (token, id string) {
 func (b *testBundle) registerAdmin(t *testing.T, email string) (token, id string) {
 	t.Helper()
 	token, id = b.register(t, email)
-	role := RoleAdmin
-	if _, err := UpdateUserByEmail(context.Background(), b.server.opts.Pool, email, UserChange{Role: &role}); err != nil {
+	role := accounts.RoleAdmin
+	if _, err := accounts.UpdateUserByEmail(context.Background(), b.server.opts.Pool, email, accounts.UserChange{Role: &role}); err != nil {
 		t.Fatalf("grant admin to %s: %v", email, err)
 	}
 	return token, id

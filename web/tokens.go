@@ -11,7 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/accounts"
 )
 
 const tokenTTL = 24 * time.Hour
@@ -27,7 +27,7 @@ type Principal struct {
 }
 
 // IsAdmin reports whether the caller has the admin role.
-func (p Principal) IsAdmin() bool { return p.Role == roleAdmin }
+func (p Principal) IsAdmin() bool { return p.Role == accounts.RoleAdmin }
 
 type claims struct {
 	Role string `json:"role"`
@@ -70,7 +70,7 @@ func (t tokens) verify(raw string) (Principal, error) {
 		return Principal{}, errors.New("the access token has expired; log in again")
 	case err != nil:
 		return Principal{}, errors.New("the access token is invalid")
-	case c.Subject == "" || (c.Role != roleUser && c.Role != roleAdmin):
+	case c.Subject == "" || !accounts.ValidRole(c.Role):
 		return Principal{}, errors.New("the access token is invalid")
 	}
 	return Principal{UserID: c.Subject}, nil
@@ -96,8 +96,8 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	}
 	var p Principal
 	var err error
-	if strings.HasPrefix(raw, apiKeyPrefix) {
-		var refused *accountRefused
+	if strings.HasPrefix(raw, accounts.APIKeyPrefix) {
+		var refused *accounts.RefusedError
 		if p, err = s.apiKeyPrincipal(ctx.Context(), raw); err != nil && !errors.As(err, &refused) {
 			_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
 			return
@@ -124,7 +124,7 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	role, err := s.activeRole(ctx.Context(), p.UserID)
-	var refused *accountRefused
+	var refused *accounts.RefusedError
 	switch {
 	case errors.As(err, &refused):
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
@@ -138,32 +138,20 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
-const (
-	accountGone     = "this account no longer exists"
-	accountDisabled = "this account is disabled; an operator can enable it again"
-)
-
-// accountRefused is an account that may not act: deleted or disabled.
-type accountRefused struct{ reason string }
-
-func (e *accountRefused) Error() string { return e.reason }
-
-// activeRole is the stored role of an enabled account, or an
-// *accountRefused.
+// activeRole is accounts.ActiveRole, logging an unexpected error once.
 func (s *Server) activeRole(ctx context.Context, userID string) (string, error) {
-	a, err := accountOf(ctx, s.opts.Pool, userID)
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return "", &accountRefused{accountGone}
-	case err != nil:
-		if !errors.Is(err, context.Canceled) {
-			s.opts.Logger.ErrorContext(ctx, "read the caller's account", "error", err)
-		}
-		return "", err
-	case a.disabled:
-		return "", &accountRefused{accountDisabled}
+	role, err := accounts.ActiveRole(ctx, s.opts.Pool, userID)
+	s.logUnexpected(ctx, "read the caller's account", err)
+	return role, err
+}
+
+// logUnexpected logs an error that is neither a refusal (the caller's
+// fault, answered 401) nor a cancelled request.
+func (s *Server) logUnexpected(ctx context.Context, msg string, err error) {
+	var refused *accounts.RefusedError
+	if err != nil && !errors.As(err, &refused) && !errors.Is(err, context.Canceled) {
+		s.opts.Logger.ErrorContext(ctx, msg, "error", err)
 	}
-	return a.role, nil
 }
 
 // requireAdmin is Huma middleware after checkAccount: operator routes

@@ -124,7 +124,7 @@ func newBenchNode(b *testing.B, claimed jobs.Publisher) *benchNode {
 	}
 	b.Cleanup(func() { _ = client.Stop(context.Background()) })
 	n := &benchNode{pool: pool, river: client, pub: pub,
-		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Publisher: announce, Lead: benchLead(b)})}
+		claimer: jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Announcer: jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: announce}), Pacing: jobs.Pacing{Lead: benchLead(b)}})}
 	n.owner = dbtest.User(b, pool, nil).ID
 	return n
 }

@@ -40,7 +40,7 @@ func TestExactlyOncePerTick(t *testing.T) {
 		t.Parallel()
 		exactlyOnce(t, duration, true, 0)
 	})
-	// Ticks claimed up to two ahead (ClaimerOptions.Lead), replicas
+	// Ticks claimed up to two ahead (Pacing.Lead), replicas
 	// stopped with ticks claimed but not yet due.
 	t.Run("claiming ahead, one of three stopped and restarted mid-way", func(t *testing.T) {
 		t.Parallel()
@@ -100,7 +100,7 @@ func startReplica(t *testing.T, url string, lead time.Duration) *replica {
 	// A busy CI machine can fall seconds behind; what is under test is that
 	// late ticks still run once each, so they must not fold as "missed".
 	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute,
-		Lead: lead})
+		Pacing: jobs.Pacing{Lead: lead}})
 	if err := r.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
@@ -26,7 +25,8 @@ func Maintenance(o Options) []MaintenanceTask {
 	if o.DB != nil {
 		tasks = append(tasks,
 			PruneRunsTask(o.DB, o.RunRetention),
-			ReconcileRunsTask(o.DB, cmp.Or[Publisher](o.Publisher, LogPublisher{Logger: o.Logger}), cmp.Or(o.Logger, slog.New(slog.DiscardHandler))),
+			ReconcileRunsTask(o.DB, jobs.NewAnnouncer(jobs.AnnouncerOptions{
+				Publisher: cmp.Or[Publisher](o.Publisher, LogPublisher{Logger: o.Logger}), Metrics: o.Metrics, Logger: o.Logger})),
 			dbTask("reap_ws_tickets", time.Minute, o.DB, realtime.ReapTickets),
 			PruneStreamsTask(o.DB, o.StreamRetention),
 			dbTask("delete_spilled_bus_messages", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/startstop"
+	"github.com/switchboard/switchboard/jobs"
 )
 
-// MaintenanceTimeout bounds one run of a maintenance task (River's job
-// timeout was a minute when River ran them).
+// MaintenanceTimeout bounds one run of a maintenance task.
 const MaintenanceTimeout = time.Minute
 
 // MaintenanceLoopOptions configure a maintenance loop; zero values mean
@@ -282,12 +282,10 @@ func (l *MaintenanceLoop) everyMicros(names []string) []int64 {
 // is left as it is: a restart or a deploy does not move the schedule or
 // run everything at once. It also deletes River's periodic maintenance
 // jobs that a replica of an older version inserted after migration 00014
-// (a rolling deploy): nothing fetches their queue any more.
+// (a rolling deploy; jobs.LegacyMaintenanceJobsCTE).
 func (l *MaintenanceLoop) register(ctx context.Context) error {
 	_, err := l.opts.DB.Exec(ctx, `
-		WITH legacy AS (
-			DELETE FROM river_job WHERE kind = 'maintenance' AND state <> 'running'
-		)
+		WITH `+jobs.LegacyMaintenanceJobsCTE+`
 		INSERT INTO maintenance_schedule (name, next_at)
 		SELECT name, now() + every_us * interval '1 microsecond'
 		FROM unnest($1::text[], $2::bigint[]) AS t(name, every_us)

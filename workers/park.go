@@ -19,11 +19,11 @@ import (
 // (heartbeat, claim loop, maintenance), about one a second.
 //
 // What wakes a parked client:
-//   - River's insert notification (<schema>.river_insert, heard on the
-//     bus's LISTEN connection): an immediate job inserted by any replica,
-//     a tick claimed ahead reaching its time, a delayed run, retry or
-//     snooze released (jobs.Claimer's releaser), jobs the cluster rescued
-//     from a dead node (Wake);
+//   - River's insert notification (jobs.InsertChannel, heard on the
+//     bus's LISTEN connection, answered by the Coordinator): an immediate
+//     job inserted by any replica, a tick claimed ahead reaching its time,
+//     a delayed run, retry or snooze becoming fetchable (the claim loop's
+//     insert notifier), jobs the cluster rescued from a dead node (Wake);
 //   - the claim loop's outlook (Outlook): a tick, or a job waiting for a
 //     later time, within UnparkLead, or a job fetchable now that nobody
 //     announced (River UI's retry). The loop looks again UnparkLead before
@@ -84,11 +84,6 @@ func (a *activity) quietFor() time.Duration {
 	return time.Since(time.Unix(0, a.last.Load()))
 }
 
-// SetLook gives parking the claim loop's Look: asked when the client has
-// been quiet long enough to park, it makes the loop look (one statement)
-// and tell Outlook what it found.
-func (r *River) SetLook(look func()) { r.look.Store(&look) }
-
 // Parked reports whether the client is parked (or parking).
 func (r *River) Parked() bool { return r.parked.Load() }
 
@@ -99,13 +94,13 @@ func (r *River) Wake() {
 		return
 	}
 	r.act.touch()
-	r.signal(r.wakeCh)
+	signal(r.wakeCh)
 }
 
-// Outlook is the claim loop's jobs.ClaimerOptions.Outlook: it wakes the
-// client when work is near, lets it park when none is, and returns how long
-// before the earliest work the loop should look again (UnparkLead while
-// parked or about to be, else 0).
+// Outlook is told what the claim loop's looks found (jobs.Lookout, through
+// the Coordinator): it wakes the client when work is near, lets it park
+// when none is, and returns how long before the earliest work the loop
+// should look again (UnparkLead while parked or about to be, else 0).
 func (r *River) Outlook(o jobs.Outlook) time.Duration {
 	if r.act == nil {
 		return 0
@@ -120,17 +115,17 @@ func (r *River) Outlook(o jobs.Outlook) time.Duration {
 		}
 		return 0
 	}
-	r.signal(r.parkCh)
+	signal(r.parkCh)
 	return UnparkLead
 }
 
-// WorkAt tells parking that a job of this replica becomes fetchable at t:
+// FetchableAt tells parking that a job of this replica becomes fetchable at t:
 // a retry or a snooze the run worker just returned to River. The claim
 // loop's look cannot tell yet (River records the retry after Work
 // returns, in a batch), so River keeps running while t is within
 // ParkHorizon and, parked, starts again UnparkLead before t. The run
-// worker calls it (parkingReleaser).
-func (r *River) WorkAt(t time.Time) {
+// worker has it called (Coordinator.FetchableAt).
+func (r *River) FetchableAt(t time.Time) {
 	if r.act == nil {
 		return
 	}
@@ -144,34 +139,13 @@ func (r *River) WorkAt(t time.Time) {
 			break
 		}
 	}
-	r.signal(r.replanCh)
+	signal(r.replanCh)
 }
 
 // localWorkWithin: a retry or snooze of this replica falls within d.
 func (r *River) localWorkWithin(d time.Duration) bool {
 	at := r.workAt.Load()
 	return at > time.Now().UnixNano() && time.Until(time.Unix(0, at)) <= d
-}
-
-// parkingReleaser passes a run's retry or snooze time to the claim loop's
-// releaser (next, if any) and to parking.
-type parkingReleaser struct {
-	next  Releaser
-	river *River
-}
-
-func (p parkingReleaser) ReleaseAt(t time.Time) {
-	p.river.WorkAt(t)
-	if p.next != nil {
-		p.next.ReleaseAt(t)
-	}
-}
-
-func (r *River) signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 // parkLoop parks and unparks the client on the signals of Outlook and
@@ -210,8 +184,9 @@ func (r *River) parkLoop(ctx context.Context) {
 			}
 			r.parkNow(ctx)
 		case <-recheck.C:
-			if p := r.look.Load(); p != nil && !r.Parked() {
-				(*p)()
+			// The claim loop's look: it tells Outlook whether to park.
+			if r.look != nil && !r.Parked() {
+				r.look()
 			}
 		}
 	}

@@ -197,7 +197,7 @@ func TestRiverParks(t *testing.T) {
 // A retry due after River parked: the claim loop looks UnparkLead before
 // it (the retry's job waits, retryable, for River's scheduler, which only
 // a running leader runs), River starts, and the retry runs. Only the
-// look-ahead can wake it here: nothing hears the releaser's notification
+// look-ahead can wake it here: nothing hears the insert notifier's notification
 // while River is parked (no bus in this test) and the loop's idle poll is
 // an hour.
 func TestParkedRiverRunsARetryDueLater(t *testing.T) {
@@ -215,24 +215,22 @@ func TestParkedRiverRunsARetryDueLater(t *testing.T) {
 	}))
 	t.Cleanup(target.Close)
 	const backoff = ParkHorizon + 2*time.Second // past the horizon: River parks meanwhile
-	r, err := NewRiver(RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true,
-		Workers: Options{DB: pool, Webhook: WebhookOptions{AllowPrivate: true},
-			RetryBackoff: func(int) time.Duration { return backoff }},
-		StopTimeout: 5 * time.Second, Park: ParkOptions{After: 100 * time.Millisecond}})
+	q, err := NewCoordinator(CoordinatorOptions{
+		River: RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true,
+			Workers: Options{DB: pool, Webhook: WebhookOptions{AllowPrivate: true},
+				RetryBackoff: func(int) time.Duration { return backoff }},
+			StopTimeout: 5 * time.Second, Park: ParkOptions{After: 100 * time.Millisecond}},
+		Claim:     jobs.ClaimerOptions{Pacing: jobs.Pacing{IdlePoll: time.Hour}},
+		Listening: func() bool { return true },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimer := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.Client(), Listening: func() bool { return true },
-		IdlePoll: time.Hour, Outlook: r.Outlook})
-	r.SetLook(claimer.Look)
-	if err := r.Start(ctx); err != nil {
+	if err := q.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Stop)
-	if err := claimer.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(claimer.Stop)
+	t.Cleanup(q.Stop)
+	r := q.River()
 
 	task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
 	run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)

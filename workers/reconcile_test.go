@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 func TestReconcileRunsTaskAnnouncesRescuedRuns(t *testing.T) {
@@ -21,7 +22,7 @@ func TestReconcileRunsTaskAnnouncesRescuedRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := ReconcileRunsTask(b.pool, b.pub, dbtest.Logger(t)).Run(ctx)
+	n, err := ReconcileRunsTask(b.pool, jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: b.pub, Logger: dbtest.Logger(t)})).Run(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("reconcile: %d, %v", n, err)
 	}

@@ -47,6 +47,9 @@ type RiverOptions struct {
 	// Park stops a working client while nothing is due and starts it
 	// again when work appears (park.go); never when PollOnly.
 	Park ParkOptions
+	// FetchPollInterval is how often a working client polls for jobs
+	// nobody announced; default River's (1 s).
+	FetchPollInterval time.Duration
 }
 
 // River is a replica's River client and its lifecycle: Start works jobs
@@ -62,10 +65,10 @@ type River struct {
 	// Parking (park.go): act is nil when the client never parks.
 	park           ParkOptions
 	act            *activity
-	look           atomic.Pointer[func()]
+	look           func() // the claim loop's Look (Coordinator); nil: none
 	wakeCh, parkCh chan struct{}
 	replanCh       chan struct{}               // workAt moved earlier
-	workAt         atomic.Int64                // unix ns of the earliest retry or snooze of this replica's jobs (WorkAt)
+	workAt         atomic.Int64                // unix ns of the earliest retry or snooze of this replica's jobs (FetchableAt)
 	ping           func(context.Context) error // the database, before a start
 	parks          atomic.Int64                // times parked
 
@@ -77,8 +80,12 @@ type River struct {
 }
 
 // NewRiver builds the client: a working one when opts.Work, an insert-only
-// one otherwise.
-func NewRiver(opts RiverOptions) (*River, error) {
+// one otherwise. A replica builds it with its claim loop (NewCoordinator).
+func NewRiver(opts RiverOptions) (*River, error) { return newRiver(opts, nil) }
+
+// newRiver is NewRiver whose run worker tells fetch when a retry or snooze
+// makes its job fetchable again; nil: parking (when it parks) alone.
+func newRiver(opts RiverOptions, fetch fetchWatch) (*River, error) {
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	r := &River{work: opts.Work, logger: logger, stopTimeout: cmp.Or(opts.StopTimeout, 25*time.Second),
 		park: opts.Park, wakeCh: make(chan struct{}, 1), parkCh: make(chan struct{}, 1), replanCh: make(chan struct{}, 1),
@@ -90,18 +97,18 @@ func NewRiver(opts RiverOptions) (*River, error) {
 	// A web-only client inserts delayed runs too (jobs.Trigger): they go
 	// in available at run_at, like the worker's (RiverConfig).
 	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river"),
-		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}}}
+		Middleware: []rivertype.Middleware{&jobs.InsertAvailable{}}}
 	if opts.Work {
 		wopts := opts.Workers
 		wopts.ClientID, wopts.Logger = cmp.Or(wopts.ClientID, opts.ClientID), cmp.Or(wopts.Logger, logger)
-		if r.act != nil {
-			// A retry or snooze of this replica keeps River running for it.
-			wopts.Releaser = parkingReleaser{next: wopts.Releaser, river: r}
+		if fetch == nil && r.act != nil {
+			fetch = r // a retry or snooze of this replica keeps River running for it
 		}
 		var err error
-		if cfg, err = RiverConfig(wopts); err != nil {
+		if cfg, err = riverConfig(wopts, fetch); err != nil {
 			return nil, fmt.Errorf("river config: %w", err)
 		}
+		cfg.FetchPollInterval = opts.FetchPollInterval
 	}
 	cfg.Middleware = append(cfg.Middleware, riverMiddleware(opts.TracerProvider)...)
 	if r.act != nil {

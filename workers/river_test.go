@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
 	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
+	"github.com/switchboard/switchboard/jobs"
 )
 
 func TestRiverStartStop(t *testing.T) {
@@ -68,5 +69,48 @@ func TestRiverStartStop(t *testing.T) {
 		}
 		r.Stop()
 		r.Drain() // after Stop: nothing starts
+	})
+}
+
+func TestCoordinatorStartStop(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewPool(t)
+	newQueue := func(t *testing.T, work bool, park time.Duration) *Coordinator {
+		notices, err := NewNotices(t.Context(), pool, park > 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := NewCoordinator(CoordinatorOptions{
+			River: RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: work,
+				Workers: Options{DB: pool}, StopTimeout: 5 * time.Second, Park: ParkOptions{After: park}},
+			Claim:   jobs.ClaimerOptions{Pacing: jobs.Pacing{StartJitter: time.Millisecond}},
+			Notices: notices,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rung by turns, as the bus rings them: the claim loop and River
+		// are woken while Starts and Stops race.
+		go func() {
+			for t.Context().Err() == nil {
+				for _, ring := range notices.Handlers() {
+					time.Sleep(2 * time.Millisecond)
+					ring()
+				}
+			}
+		}()
+		return q
+	}
+	t.Run("Worker", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newQueue(t, true, 0) })
+	})
+	t.Run("WorkerParks", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newQueue(t, true, time.Millisecond) })
+	})
+	t.Run("WebOnly", func(t *testing.T) {
+		t.Parallel()
+		startstoptest.Stress(t, func(t *testing.T) startstop.Service { return newQueue(t, false, 0) })
 	})
 }

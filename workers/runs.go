@@ -26,12 +26,12 @@ type runWorker struct {
 	db        db.DB
 	runs      *jobs.RunWriter // batched StartRun and FinishAttempt
 	webhook   *WebhookClient
-	publisher Publisher
-	rooms     RoomAccess // nil: every room is open
-	metrics   *jobs.Metrics
+	publisher Publisher       // publish actions
+	announcer *jobs.Announcer // the run's status changes
+	rooms     RoomAccess      // nil: every room is open
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
-	releaser  Releaser // nil: retries and snoozes wait for River's poll
+	fetch     fetchWatch // nil: retries and snoozes wait for River's poll
 
 	// retryAt passes a retry time (Retry-After or backoff) from Work to
 	// NextRetry, which River calls right after Work on the same node.
@@ -50,15 +50,22 @@ func DefaultBackoff(attempt int) time.Duration {
 // or cancel_other, or max_concurrency) waits before it looks again.
 const SlotWait = 500 * time.Millisecond
 
-// snoozeMargin: a snoozed job's release is notified this long after
+// snoozeMargin: a snoozed job is told fetchable this long after
 // SlotWait, since River reckons the snooze from a moment after Work
 // returns (its scheduled_at must have passed when the producers fetch).
 const snoozeMargin = 20 * time.Millisecond
 
-// release has the producers notified at t (no Releaser: nothing).
-func (w *runWorker) release(t time.Time) {
-	if w.releaser != nil {
-		w.releaser.ReleaseAt(t)
+// fetchWatch is told when a run's retry or snooze makes its job fetchable
+// again (the Coordinator: the claim loop notifies River's producers then,
+// and a parked River starts in time).
+type fetchWatch interface {
+	FetchableAt(t time.Time)
+}
+
+// fetchableAt tells the fetch watch that the job becomes fetchable at t.
+func (w *runWorker) fetchableAt(t time.Time) {
+	if w.fetch != nil {
+		w.fetch.FetchableAt(t)
 	}
 }
 
@@ -106,19 +113,13 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	}
 	if errors.Is(err, jobs.ErrNoSlot) {
 		// Wait without spending an attempt: a snooze keeps job.Attempt.
-		w.release(time.Now().Add(SlotWait + snoozeMargin))
+		w.fetchableAt(time.Now().Add(SlotWait + snoozeMargin))
 		return river.JobSnooze(SlotWait)
 	}
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
 	}
-	if job.Attempt == 1 && rc.Run.StartedAt != nil {
-		w.metrics.QueueWait(rc.Run.Trigger, rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
-		if rc.Run.Trigger == jobs.TriggerSchedule {
-			w.metrics.DueLag(rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
-		}
-	}
-	w.announce(ctx, rc.Task.OwnerID, rc.Run)
+	w.announce(ctx, jobs.OwnedRun{Run: rc.Run, OwnerID: rc.Task.OwnerID})
 
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(rc.Task.TimeoutSeconds)*time.Second)
@@ -177,7 +178,7 @@ func (w *runWorker) conclude(ctx context.Context, job *river.Job[jobs.RunArgs], 
 		w.retryAt.Delete(job.ID)
 		return river.JobCancel(a.err)
 	}
-	w.release(next) // NextRetry gives River this very time
+	w.fetchableAt(next) // NextRetry gives River this very time
 	return a.err
 }
 
@@ -187,7 +188,6 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 	if rc.Run.StartedAt != nil {
 		o.StartedAt = *rc.Run.StartedAt
 	}
-	w.metrics.RunAttempt(rc.Task.Action.Type, o)
 	var run jobs.Run
 	err := db.RetryTransient(ctx, RecordRetryFor, func() (err error) {
 		run, err = w.runs.FinishAttempt(context.WithoutCancel(ctx), rc.Run.ID, o)
@@ -201,16 +201,13 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 		return true
 	}
 	w.logger.DebugContext(ctx, "run attempt recorded", "run_id", run.ID, "status", run.Status, "attempt", run.Attempt)
-	w.announce(ctx, rc.Task.OwnerID, run)
+	w.announce(ctx, jobs.OwnedRun{Run: run, OwnerID: rc.Task.OwnerID, Ended: &jobs.EndedAttempt{Action: rc.Task.Action.Type, Outcome: o}})
 	return true
 }
 
-func (w *runWorker) announce(ctx context.Context, owner string, run jobs.Run) {
-	w.metrics.RunStatus(run.Status, 1)
-	err := w.publisher.PublishUser(context.WithoutCancel(ctx), owner, jobs.EventName(run.Status), run)
-	if err != nil {
-		w.logger.WarnContext(ctx, "publish run event", "run_id", run.ID, "status", run.Status, "error", err)
-	}
+// announce announces the run's new status to its owner.
+func (w *runWorker) announce(ctx context.Context, r jobs.OwnedRun) {
+	w.announcer.Announce(context.WithoutCancel(ctx), r)
 }
 
 func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {
@@ -258,14 +255,10 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	for k, v := range a.Headers {
 		headers[k] = v
 	}
-	start := time.Now()
 	res, err := w.webhook.Send(ctx, WebhookRequest{
 		URL: a.URL, Method: a.Method, Headers: headers, Body: webhookBody(rc),
 		MsgID: rc.Run.ID, Secret: rc.SigningSecret,
 	})
-	if !errors.Is(err, jobs.ErrBlockedTarget) { // a refused target was never called
-		w.metrics.WebhookCall(res.Status, time.Since(start))
-	}
 	if err != nil {
 		if errors.Is(err, jobs.ErrBlockedTarget) {
 			return attempt{err: err}

@@ -44,6 +44,9 @@ type WebhookOptions struct {
 	// TracerProvider gives each call a span and the target a traceparent
 	// header; nil, tracing off, neither.
 	TracerProvider trace.TracerProvider
+	// Metrics records each call's duration by status class; nil records
+	// nothing. workers.Options.Metrics sets it for the run worker.
+	Metrics *jobs.Metrics
 }
 
 // WebhookClient makes signed webhook calls that cannot reach addresses the
@@ -221,11 +224,15 @@ func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResp
 	req.Header.Set("webhook-signature", Sign(key, r.MsgID, ts, r.Body))
 	res, err := c.http.Do(req)
 	if err != nil {
+		if !errors.Is(err, jobs.ErrBlockedTarget) { // a refused target was never called
+			c.opts.Metrics.WebhookCall(0, time.Since(ts))
+		}
 		return WebhookResponse{}, err
 	}
 	defer res.Body.Close()
 	out := WebhookResponse{Status: res.StatusCode, RetryAfter: parseRetryAfter(res.Header.Get("Retry-After"), time.Now())}
 	out.Excerpt, _ = readExcerpt(res.Body)
+	c.opts.Metrics.WebhookCall(res.StatusCode, time.Since(ts))
 	return out, nil
 }
 

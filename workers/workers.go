@@ -1,7 +1,9 @@
-// Package workers owns the consumer side of the job queue: the River worker
-// that runs task runs, the River configuration a worker replica starts
-// with, and the periodic maintenance (MaintenanceLoop, on Postgres: River
-// may be stopped while the replica idles).
+// Package workers owns a replica's end of the job queue: the River client
+// and its configuration, the run worker that performs task runs, parking
+// (an idle worker replica's River stops until work is due), the
+// Coordinator that builds River with the claim loop (package jobs) and
+// carries their conversation, and the periodic maintenance
+// (MaintenanceLoop, on Postgres: River may be parked while it runs).
 package workers
 
 import (
@@ -43,20 +45,17 @@ type Options struct {
 	// DB is the run worker's database and that of the maintenance tasks
 	// of the tables; RiverConfig requires it.
 	DB db.DB
-	// Publisher delivers run events and publish actions; default logs them.
+	// Publisher delivers run events (through a jobs.Announcer) and publish
+	// actions; default logs them.
 	Publisher Publisher
 	// Rooms is asked before a publish action posts to a room: the task's
 	// owner must be able to use it (a members-only room's member). Nil:
 	// every room is open.
 	Rooms RoomAccess
-	// Metrics of task runs; nil records nothing.
+	// Metrics of task runs and webhook calls; nil records nothing.
 	Metrics *jobs.Metrics
 	// Webhook configures the webhook client and its SSRF guard.
 	Webhook WebhookOptions
-	// Releaser is told when a run's retry or snooze makes its job
-	// fetchable again, to notify the producers then (jobs.Claimer.ReleaseAt);
-	// nil: they find it on their next fetch poll.
-	Releaser Releaser
 	// RetryBackoff is the wait before retry n of a failed run attempt;
 	// default DefaultBackoff. A Retry-After from the target wins if longer.
 	RetryBackoff func(attempt int) time.Duration
@@ -65,12 +64,6 @@ type Options struct {
 	// StreamRetention bounds each realtime stream; zero fields mean the
 	// defaults (1000 events, 24 h).
 	StreamRetention stream.Retention
-}
-
-// Releaser has River's producers notified at a time a job becomes
-// fetchable (jobs.Claimer).
-type Releaser interface {
-	ReleaseAt(t time.Time)
 }
 
 // DefaultMaxWorkers is how many task runs a node works at once. Runs mostly
@@ -89,13 +82,17 @@ const RescueStuckJobsAfter = RunJobTimeout + 5*time.Minute
 // runs. opts.DB is required: the run worker is River's only worker (River
 // starts no client without one), the maintenance runs outside River
 // (MaintenanceLoop).
-func RiverConfig(opts Options) (*river.Config, error) {
+func RiverConfig(opts Options) (*river.Config, error) { return riverConfig(opts, nil) }
+
+// riverConfig is RiverConfig whose run worker tells fetch (nil: nobody)
+// when a retry or snooze makes its job fetchable again.
+func riverConfig(opts Options, fetch fetchWatch) (*river.Config, error) {
 	if opts.DB == nil {
 		return nil, errors.New("river config: Options.DB is required (the run worker needs it)")
 	}
 	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	w := river.NewWorkers()
-	if err := river.AddWorkerSafely(w, newRunWorker(opts, logger)); err != nil {
+	if err := river.AddWorkerSafely(w, newRunWorker(opts, logger, fetch)); err != nil {
 		return nil, fmt.Errorf("add run worker: %w", err)
 	}
 	return &river.Config{
@@ -115,11 +112,11 @@ func RiverConfig(opts Options) (*river.Config, error) {
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Workers:              w,
 		// Runs claimed ahead of their tick are inserted available at it.
-		Middleware: []rivertype.Middleware{&jobs.ReleaseAtTick{}},
+		Middleware: []rivertype.Middleware{&jobs.InsertAvailable{}},
 	}, nil
 }
 
-func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
+func newRunWorker(opts Options, logger *slog.Logger, fetch fetchWatch) *runWorker {
 	var pub Publisher = LogPublisher{Logger: logger}
 	if opts.Publisher != nil {
 		pub = opts.Publisher
@@ -128,8 +125,12 @@ func newRunWorker(opts Options, logger *slog.Logger) *runWorker {
 	if backoff == nil {
 		backoff = DefaultBackoff
 	}
+	logger = logger.With("component", "run_worker")
+	webhook := opts.Webhook
+	webhook.Metrics = opts.Metrics
 	return &runWorker{
-		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub, rooms: opts.Rooms, metrics: opts.Metrics,
-		logger: logger.With("component", "run_worker"), backoff: backoff, releaser: opts.Releaser,
+		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(webhook), publisher: pub,
+		announcer: jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: pub, Metrics: opts.Metrics, Logger: logger}),
+		rooms:     opts.Rooms, logger: logger, backoff: backoff, fetch: fetch,
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/web"
 )
 
 // adminArgs is one `switchboard admin` invocation.
@@ -42,18 +42,18 @@ func parseAdminArgs(args []string) (adminArgs, error) {
 }
 
 // change is what a verb does to an account.
-func (a adminArgs) change() web.UserChange {
-	admin, user := web.RoleAdmin, web.RoleUser
+func (a adminArgs) change() accounts.UserChange {
+	admin, user := accounts.RoleAdmin, accounts.RoleUser
 	yes, no := true, false
 	switch a.verb {
 	case "grant":
-		return web.UserChange{Role: &admin}
+		return accounts.UserChange{Role: &admin}
 	case "revoke":
-		return web.UserChange{Role: &user}
+		return accounts.UserChange{Role: &user}
 	case "disable":
-		return web.UserChange{Disabled: &yes}
+		return accounts.UserChange{Disabled: &yes}
 	}
-	return web.UserChange{Disabled: &no}
+	return accounts.UserChange{Disabled: &no}
 }
 
 // adminCommand runs `switchboard admin …` against the configured database
@@ -69,8 +69,8 @@ func adminCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 		if a.verb == "list" {
 			return listAdmins(ctx, pool, out)
 		}
-		u, err := web.UpdateUserByEmail(ctx, pool, a.email, a.change())
-		if errors.Is(err, db.ErrNotFound) {
+		u, err := accounts.UpdateUserByEmail(ctx, pool, a.email, a.change())
+		if errors.Is(err, accounts.ErrUserNotFound) {
 			return fmt.Errorf("no account has the email %q: register it first (POST /v1/auth/register), then run this again", a.email)
 		}
 		if err != nil {
@@ -82,7 +82,7 @@ func adminCommand(ctx context.Context, cfg config.Config, logger *slog.Logger, a
 }
 
 func listAdmins(ctx context.Context, q db.DB, out io.Writer) error {
-	admins, err := web.Admins(ctx, q)
+	admins, err := accounts.Admins(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -40,12 +40,10 @@ type app struct {
 	tracing  *tracing.Tracing
 	pool     *pgxpool.Pool
 	registry *prometheus.Registry
-	river    *workers.River
 	cluster  *cluster.Cluster
 	web      *web.Server
-	hub      *realtime.Hub // web replicas only, with presence
-	presence *realtime.PresenceTracker
-	bus      *realtime.Bus
+	rt       *realtime.Realtime // with a hub and presence on web replicas
+	bus      *realtime.Bus      // rt.Bus, which the job code announces through
 	jobs     scheduling
 	http     *http.Server
 	listener net.Listener
@@ -55,9 +53,9 @@ type app struct {
 	// listenPool is the session connections River's notifier LISTENs on
 	// (SWITCHBOARD_LISTEN_DATABASE_URL); nil: the pool's.
 	listenPool *pgxpool.Pool
-	// riverInsert is River's insert notification channel, which the bus
-	// also hears on worker replicas that park River ("" : none).
-	riverInsert string
+	// jobNotices are the job queue's notices the bus hears for it (worker
+	// replicas; nil on web-only ones).
+	jobNotices *workers.Notices
 }
 
 // run serves until ctx is cancelled, then shuts down gracefully.
@@ -135,7 +133,7 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 		a.logger.Warn("transaction pooling without SWITCHBOARD_LISTEN_DATABASE_URL: poll-only; events reach other replicas " +
 			"up to a second late, River notices new jobs on its fetch poll (docs/deploy.md)")
 	}
-	if a.riverInsert, err = a.riverInsertChannel(ctx); err != nil {
+	if a.jobNotices, err = a.newNotices(ctx); err != nil {
 		a.stopTracing(ctx)
 		a.closeDatabase()
 		return nil, err
@@ -149,18 +147,16 @@ func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opt
 }
 
 func (a *app) build() error {
-	a.hub, a.bus = a.newRealtime()
-	a.cluster = a.newCluster()
-	a.presence = a.newPresence()
-	a.jobs.metrics = jobs.NewMetrics(a.registry)
+	a.rt = a.newRealtime()
+	a.bus = a.rt.Bus
+	metrics := jobs.NewMetrics(a.registry)
+	announcer := jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: a.bus, Metrics: metrics, Logger: a.logger})
+	a.cluster = a.newCluster(announcer)
 	var err error
-	if a.river, err = a.newRiver(); err != nil {
+	if a.jobs, err = a.newScheduling(metrics, announcer); err != nil {
 		return err
 	}
 	a.registerParkMetrics()
-	if a.jobs, err = a.newScheduling(a.jobs.metrics); err != nil {
-		return err
-	}
 	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
@@ -179,55 +175,46 @@ func (a *app) build() error {
 
 // serviceList is every long-running part in start order; Stop runs it
 // backwards: drain first (readiness fails, no new ticks, jobs or sockets),
-// then the maintenance loop and the claim loop, River (running jobs finish while requests are still
-// served, so heartbeats go on and nobody takes them for dead), the
-// sockets, HTTP, the River UI, the bus (what it still holds is sent),
-// cluster membership, the listener, and last tracing (the spans left).
+// then the maintenance loop, the job queue (the claim loop, then River:
+// running jobs finish while requests are still served, so heartbeats go
+// on and nobody takes them for dead), the sockets, HTTP, the River UI, the
+// bus (what it still holds is sent), cluster membership, the listener, and
+// last tracing (the spans left).
 func (a *app) serviceList() []service {
 	list := []service{
 		onStop("tracing", a.stopTracing),
 		{name: "listener", start: a.listen, stop: a.closeListener},
 		component("cluster", a.cluster),
-		startWithin(15*time.Second, component("realtime bus", a.bus)),
+		startWithin(15*time.Second, component("realtime bus", a.rt.Bus)),
 	}
-	if a.presence != nil { // stops after the sockets closed: it ends what they held
-		list = append(list, component("presence", a.presence))
+	if a.rt.Presence != nil { // stops after the sockets closed: it ends what they held
+		list = append(list, component("presence", a.rt.Presence))
 	}
 	list = append(list, a.jobs.webServices()...)
 	list = append(list, service{name: "http", start: a.serve, stop: a.shutdownHTTP})
-	if a.hub != nil {
-		list = append(list, onStop("sockets", a.hub.Shutdown))
+	if a.rt.Hub != nil {
+		list = append(list, onStop("sockets", a.rt.Hub.Shutdown))
 	}
-	list = append(list, component("river", a.river))
-	list = append(list, a.jobs.workerServices()...)
+	list = append(list, a.jobs.queueServices()...)
 	return append(list, onStop("drain", a.cluster.DrainLocal))
-}
-
-// newRiver makes a working River client on worker replicas and an
-// insert-only one on web-only replicas.
-func (a *app) newRiver() (*workers.River, error) {
-	return workers.NewRiver(workers.RiverOptions{
-		Pool: a.pool, ListenPool: a.listenPool, PollOnly: a.cfg.PollOnly(), Logger: a.logger, ClientID: a.nodeID, StopTimeout: a.cfg.ShutdownTimeout,
-		Work: a.cfg.HasRole(config.RoleWorker), Workers: a.workerOptions(), TracerProvider: a.tracing.TracerProvider(),
-		Park: workers.ParkOptions{After: a.parkAfter()},
-	})
 }
 
 // registerParkMetrics exports whether River is parked, and how often it
 // parked.
 func (a *app) registerParkMetrics() {
+	river := a.jobs.queue.River()
 	a.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_river_parked",
 			Help: "1 while this worker replica's River client is parked: nothing due (SWITCHBOARD_RIVER_PARK_AFTER)."},
 			func() float64 {
-				if a.river.Parked() {
+				if river.Parked() {
 					return 1
 				}
 				return 0
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_river_parks_total",
 			Help: "Times this replica's River client parked."},
-			func() float64 { return float64(a.river.Parks()) }),
+			func() float64 { return float64(river.Parks()) }),
 	)
 }
 
@@ -239,15 +226,6 @@ func (a *app) parkAfter() time.Duration {
 		return 0
 	}
 	return a.cfg.RiverParkAfter
-}
-
-// riverInsertChannel is River's insert notification channel when this
-// replica parks River (jobs.InsertChannel), else "".
-func (a *app) riverInsertChannel(ctx context.Context) (string, error) {
-	if a.parkAfter() == 0 {
-		return "", nil
-	}
-	return jobs.InsertChannel(ctx, a.pool)
 }
 
 // Start runs the service list; it returns once everything runs. On a

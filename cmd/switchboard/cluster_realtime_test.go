@@ -44,7 +44,7 @@ func TestDisconnectReachesSocketsOnEveryNode(t *testing.T) {
 		t.Fatalf("another user's socket was closed: %v", bystander.err)
 	default:
 	}
-	if servers[1].hub.UserConnectionsLocal(other) != 1 {
+	if servers[1].rt.Hub.UserConnectionsLocal(other) != 1 {
 		t.Fatal("another user's socket is gone")
 	}
 }

@@ -32,8 +32,8 @@ func startCluster(t *testing.T, n int) ([]*testServer, string) {
 // no more heartbeats, nothing listening, its row left behind.
 func (s *testServer) crash() {
 	s.cluster.StopHeartbeat()
-	if s.presence != nil {
-		s.presence.StopWriting()
+	if s.rt.Presence != nil {
+		s.rt.Presence.StopWriting()
 	}
 	_ = s.http.Close()
 }
@@ -192,7 +192,7 @@ func TestDrainANodeFromAnother(t *testing.T) {
 		}
 	}
 	select {
-	case <-target.river.Client().Stopped():
+	case <-target.jobs.queue.Client().Stopped():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the drained node's River client still takes jobs")
 	}

@@ -124,7 +124,7 @@ func startIdleReplica(b *testing.B, dbURL, prefix string, parkAfter time.Duratio
 		return srv
 	}
 	deadline := time.Now().Add(3 * time.Minute)
-	for !srv.river.Parked() {
+	for !srv.jobs.queue.River().Parked() {
 		if time.Now().After(deadline) {
 			b.Fatalf("River did not park within 3 minutes of idling")
 		}

@@ -21,7 +21,7 @@ func parkingWorker(t *testing.T, dbURL string, idlePoll time.Duration, roles ...
 	cfg.Roles, cfg.RiverParkAfter, cfg.ClaimIdlePoll = roles, time.Second, idlePoll
 	w := startServer(t, cfg)
 	testwait.For(t, 10*time.Second, "the worker to LISTEN", w.bus.Listening)
-	testwait.For(t, 20*time.Second, "the idle worker's River to park", w.river.Parked)
+	testwait.For(t, 20*time.Second, "the idle worker's River to park", w.jobs.queue.River().Parked)
 	return w
 }
 
@@ -58,7 +58,7 @@ func TestParkedRiverWakesForARunInsertedElsewhere(t *testing.T) {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 
 	for round := range 2 {
-		parks := worker.river.Parks()
+		parks := worker.jobs.queue.River().Parks()
 		status, run := call(t, http.MethodPost, web.URL+"/v1/tasks/"+taskID+"/runs", nil, token)
 		if status != http.StatusAccepted && status != http.StatusCreated {
 			t.Fatalf("round %d: trigger: %d %v", round, status, run)
@@ -70,7 +70,7 @@ func TestParkedRiverWakesForARunInsertedElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("round %d: the run started %s after it was created, River parked", round, wake)
-		testwait.For(t, 20*time.Second, "River to park again", func() bool { return worker.river.Parked() && worker.river.Parks() > parks })
+		testwait.For(t, 20*time.Second, "River to park again", func() bool { return worker.jobs.queue.River().Parked() && worker.jobs.queue.River().Parks() > parks })
 	}
 }
 
@@ -103,7 +103,7 @@ func TestParkedRiverWakesForAJobNobodyAnnounced(t *testing.T) {
 	// parked: River's scheduler, which makes it available, runs only in a
 	// running client.
 	for _, state := range []string{"available", "retryable"} {
-		testwait.For(t, 20*time.Second, "River to park", worker.river.Parked)
+		testwait.For(t, 20*time.Second, "River to park", worker.jobs.queue.River().Parked)
 		var jobID int64
 		err = conn.QueryRow(ctx, `
 			UPDATE river_job SET state = $2, finalized_at = NULL, scheduled_at = now() - interval '1 second'

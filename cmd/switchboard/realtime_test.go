@@ -134,7 +134,7 @@ func (s *sock) expect(t *testing.T, event string) realtime.Frame {
 // connected waits until srv holds n sockets of user.
 func connected(t *testing.T, srv *testServer, user string, n int) {
 	t.Helper()
-	testwait.For(t, 15*time.Second, "sockets registered", func() bool { return srv.hub.UserConnectionsLocal(user) == n })
+	testwait.For(t, 15*time.Second, "sockets registered", func() bool { return srv.rt.Hub.UserConnectionsLocal(user) == n })
 }
 
 func TestRealtimeAcrossThreeReplicas(t *testing.T) {
@@ -303,7 +303,7 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 		tok, owner := registerUser(t, cl.b, "run-owner@example.com")
 		s := connect(t, cl.b, tok)
 		connected(t, cl.b, owner, 1)
-		if cl.w.hub != nil {
+		if cl.w.rt.Hub != nil {
 			t.Fatal("a worker-only replica has a hub")
 		}
 		var pub interface {
@@ -461,7 +461,7 @@ func TestRealtimeDrainAndShutdown(t *testing.T) {
 	onA, onB := connect(t, a, tok), connect(t, b, tok)
 	connected(t, a, user, 1)
 
-	a.hub.DrainLocal()
+	a.rt.Hub.DrainLocal()
 	onA.expect(t, realtime.EventDraining)
 	if status, body := call(t, http.MethodGet, a.URL+"/healthz/ready", nil, ""); status != http.StatusServiceUnavailable || !strings.HasPrefix(body["reason"].(string), "websockets:") {
 		t.Fatalf("ready while draining: %d %v", status, body)

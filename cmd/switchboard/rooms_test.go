@@ -100,7 +100,7 @@ func TestMembersOnlyRoomOnEveryReplica(t *testing.T) {
 		out.expect(t, realtime.EventError)
 		out.send(t, realtime.Frame{Event: "typing", Room: "vault"})
 		out.expect(t, realtime.EventError)
-		if n := srv.hub.RoomMembersLocal("vault"); len(n) != 0 {
+		if n := srv.rt.Hub.RoomMembersLocal("vault"); len(n) != 0 {
 			t.Fatalf("replica %d: the outsider is in the room: %v", i, n)
 		}
 		for _, get := range []string{"/v1/history?stream=" + url.QueryEscape("room:vault"), "/v1/presence?room=vault", "/v1/rooms/vault", "/v1/rooms/vault/members"} {
@@ -195,7 +195,7 @@ func TestRemovedMemberIsEvictedOnEveryReplica(t *testing.T) {
 	onC.expectRemoved(t, "vault", realtime.ReasonRemoved, removed)
 	posts.Wait()
 	for i, srv := range servers {
-		if n := srv.hub.RoomMembersLocal("vault")[member]; n != 0 {
+		if n := srv.rt.Hub.RoomMembersLocal("vault")[member]; n != 0 {
 			t.Fatalf("replica %d still has the member's sockets in the room", i)
 		}
 	}
@@ -233,10 +233,10 @@ func TestDeletedOrClosedRoomEvicts(t *testing.T) {
 		t.Fatalf("patch: %d %v", status, body)
 	}
 	g.expectRemoved(t, "agora", realtime.ReasonRemoved, closed)
-	if n := servers[2].hub.RoomMembersLocal("agora")[guest]; n != 0 {
+	if n := servers[2].rt.Hub.RoomMembersLocal("agora")[guest]; n != 0 {
 		t.Fatal("the guest is still in the room")
 	}
-	if servers[1].hub.RoomMembersLocal("agora")[member] != 1 {
+	if servers[1].rt.Hub.RoomMembersLocal("agora")[member] != 1 {
 		t.Fatal("the member was evicted")
 	}
 

@@ -13,18 +13,18 @@ import (
 // heartbeating, reachable by the others on the internal routes. The job
 // queue reaches it through its hooks (rescue, status figures), the hub
 // through Sockets and the fan-out actions.
-func (a *app) newCluster() *cluster.Cluster {
+func (a *app) newCluster(announcer *jobs.Announcer) *cluster.Cluster {
 	var sockets cluster.Sockets // nil on worker-only replicas: no hub
 	disconnect := func(context.Context, string) int { return 0 }
-	if a.hub != nil {
-		sockets = a.hub
-		disconnect = func(_ context.Context, userID string) int { return a.hub.DisconnectUserLocal(userID) }
+	if hub := a.rt.Hub; hub != nil {
+		sockets = hub
+		disconnect = func(_ context.Context, userID string) int { return hub.DisconnectUserLocal(userID) }
 	}
 	// The scaler's figures: exported by every node (web too, so a pool
 	// scaled to zero is still seen) and shown in the status, one cached read.
 	backlog := jobs.NewBacklogReader(jobs.BacklogOptions{DB: a.pool, Logger: a.logger})
 	a.registry.MustRegister(backlog)
-	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Publisher: a.bus, Backlog: backlog}
+	queue := jobs.NodeJobs{DB: a.pool, NodeID: a.nodeID, Logger: a.logger, Announcer: announcer, Backlog: backlog}
 	return cluster.New(cluster.Options{
 		DB: a.pool, Logger: a.logger, Registry: a.registry,
 		NodeID: a.nodeID, Name: config.Hostname(), Roles: a.cfg.Roles, Version: version,
@@ -42,11 +42,9 @@ func (a *app) newCluster() *cluster.Cluster {
 }
 
 // drainWork stops this node taking new work: the claim loop pauses (the
-// other nodes claim the ticks) and River stops fetching jobs.
-func (a *app) drainWork() {
-	a.jobs.pause()
-	a.river.Drain()
-}
+// other nodes claim the ticks), River stops fetching jobs and the
+// maintenance loop claims no new periods.
+func (a *app) drainWork() { a.jobs.drain() }
 
 // wireCluster mounts the internal routes and makes readiness fail while
 // the node drains.

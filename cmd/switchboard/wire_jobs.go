@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"riverqueue.com/riverui"
 
@@ -16,24 +15,40 @@ import (
 	"github.com/switchboard/switchboard/workers"
 )
 
-// scheduling is the claim loop and the maintenance loop (worker role), the
-// River UI (web role) and the metrics they share with the workers and the
-// API.
+// scheduling is the job queue of a replica: River and, on worker replicas,
+// the claim loop (one Coordinator), the maintenance loop (worker role),
+// the River UI (web role), and the metrics and announcer they share with
+// the API.
 type scheduling struct {
-	metrics *jobs.Metrics
-	claimer *jobs.Claimer
-	riverUI *lazyRiverUI
+	metrics   *jobs.Metrics
+	announcer *jobs.Announcer // every run status change the users hear of
+	queue     *workers.Coordinator
+	riverUI   *lazyRiverUI
 
 	maintenance *workers.MaintenanceLoop
 }
 
-// workerOptions are the River worker options of a worker replica: run
-// events go out through the bus, and the maintenance tasks get what they
-// need (workers declares them).
+// newNotices makes, on worker replicas, the job queue's notices the bus's
+// LISTEN connection hears for the Coordinator: task changes, and River's
+// insert notifications where River parks.
+func (a *app) newNotices(ctx context.Context) (*workers.Notices, error) {
+	if !a.cfg.HasRole(config.RoleWorker) {
+		return nil, nil
+	}
+	return workers.NewNotices(ctx, a.pool, a.parkAfter() > 0)
+}
+
+// notices are the bus's Notices: the job queue's (none on web-only
+// replicas).
+func (a *app) notices() map[string]func() { return a.jobNotices.Handlers() }
+
+// workerOptions are the River worker options of a worker replica, but for
+// the metrics: run events go out through the bus, and the maintenance
+// tasks get what they need (workers declares them).
 func (a *app) workerOptions() workers.Options {
 	return workers.Options{
 		Logger: a.logger, ClientID: a.nodeID, DB: a.pool, MaxWorkers: a.cfg.RunWorkers,
-		Publisher: a.bus, Rooms: realtime.Rooms{DB: a.pool}, Metrics: a.jobs.metrics,
+		Publisher: a.bus, Rooms: realtime.Rooms{DB: a.pool},
 		Webhook: workers.WebhookOptions{AllowPrivate: a.cfg.WebhookPrivate, UserAgent: "Switchboard-Webhook/" + version,
 			TracerProvider: a.tracing.TracerProvider()},
 		RunRetention:       a.cfg.RunRetention,
@@ -41,49 +56,57 @@ func (a *app) workerOptions() workers.Options {
 		RateLimitRetention: ratelimit.Retention(a.authRate(), a.userRate(), a.apiKeyRate()),
 		ReapNodes:          a.cluster.Reap,
 		PruneIdempotency:   func(ctx context.Context) (int64, error) { return web.PruneIdempotencyKeys(ctx, a.pool) },
-		Releaser:           laterReleaser{a},
 	}
 }
 
-// laterReleaser hands retry and snooze times to the claim loop's releaser;
-// the workers are made before the claim loop (which needs their client).
-type laterReleaser struct{ a *app }
-
-func (l laterReleaser) ReleaseAt(t time.Time) {
-	if c := l.a.jobs.claimer; c != nil {
-		c.ReleaseAt(t)
+// newScheduling makes the job queue: River on every replica, working with
+// the claim loop and the maintenance loop on worker replicas, and the
+// River UI on web replicas.
+func (a *app) newScheduling(metrics *jobs.Metrics, announcer *jobs.Announcer) (scheduling, error) {
+	s := scheduling{metrics: metrics, announcer: announcer}
+	worker := a.cfg.HasRole(config.RoleWorker)
+	wopts := a.workerOptions()
+	wopts.Metrics = metrics
+	var err error
+	s.queue, err = workers.NewCoordinator(workers.CoordinatorOptions{
+		River: workers.RiverOptions{
+			Pool: a.pool, ListenPool: a.listenPool, PollOnly: a.cfg.PollOnly(), Logger: a.logger, ClientID: a.nodeID,
+			StopTimeout: a.cfg.ShutdownTimeout, Work: worker, Workers: wopts,
+			TracerProvider: a.tracing.TracerProvider(), Park: workers.ParkOptions{After: a.parkAfter()},
+		},
+		Claim: jobs.ClaimerOptions{Metrics: metrics, Announcer: announcer,
+			Pacing: jobs.Pacing{Lead: a.cfg.ClaimLead, IdlePoll: a.cfg.ClaimIdlePoll}},
+		Listening: a.bus.Listening, Notices: a.jobNotices,
+	})
+	if err != nil {
+		return s, err
 	}
-}
-
-// newScheduling makes the claim loop on worker replicas and the River UI
-// on web replicas; they share metrics with the workers.
-func (a *app) newScheduling(metrics *jobs.Metrics) (scheduling, error) {
-	s := scheduling{metrics: metrics}
-	if a.cfg.HasRole(config.RoleWorker) {
-		s.claimer = jobs.NewClaimer(jobs.ClaimerOptions{
-			DB: a.pool, River: a.river.Client(), Logger: a.logger, Metrics: s.metrics, Publisher: a.bus,
-			Lead:     a.cfg.ClaimLead,
-			IdlePoll: a.cfg.ClaimIdlePoll, Listening: a.bus.Listening,
-			Outlook: a.river.Outlook,
-		})
-		a.river.SetLook(s.claimer.Look)
+	if worker {
 		s.maintenance = workers.NewMaintenanceLoop(workers.MaintenanceLoopOptions{
-			DB: a.pool, Tasks: workers.Maintenance(a.workerOptions()), Logger: a.logger, Registry: a.registry,
+			DB: a.pool, Tasks: workers.Maintenance(wopts), Logger: a.logger, Registry: a.registry,
 		})
 	}
 	if a.cfg.HasRole(config.RoleWeb) {
-		logger := a.logger.With("component", "riverui")
-		ui, err := newLazyRiverUI(func() (*riverui.Handler, error) {
-			return riverui.NewHandler(&riverui.HandlerOpts{
-				Endpoints: riverui.NewEndpoints(a.river.Client(), nil), Logger: logger, Prefix: "/riverui",
-			})
-		}, logger)
-		if err != nil {
-			return s, fmt.Errorf("river ui: %w", err)
+		if s.riverUI, err = a.newRiverUI(s.queue); err != nil {
+			return s, err
 		}
-		s.riverUI = ui
 	}
 	return s, nil
+}
+
+// newRiverUI makes the River UI on queue's client.
+func (a *app) newRiverUI(queue *workers.Coordinator) (*lazyRiverUI, error) {
+	logger := a.logger.With("component", "riverui")
+	client := queue.Client()
+	ui, err := newLazyRiverUI(func() (*riverui.Handler, error) {
+		return riverui.NewHandler(&riverui.HandlerOpts{
+			Endpoints: riverui.NewEndpoints(client, nil), Logger: logger, Prefix: "/riverui",
+		})
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("river ui: %w", err)
+	}
+	return ui, nil
 }
 
 // webServices: the River UI's background services, on web replicas; they
@@ -95,22 +118,23 @@ func (s *scheduling) webServices() []service {
 	return []service{onStop("river ui", s.riverUI.Stop)}
 }
 
-// workerServices: the claim loop, on worker replicas, after River so that
-// claimed jobs find a running client here too; then the maintenance loop
-// (it needs no River), stopped first, while the bus and the cluster its
-// tasks use still run.
-func (s *scheduling) workerServices() []service {
-	if s.claimer == nil {
-		return nil
+// queueServices: River and the claim loop (the Coordinator starts River
+// first, so that claimed jobs find a running client here too); then, on
+// worker replicas, the maintenance loop (it needs no River), stopped
+// first, while the bus and the cluster its tasks use still run.
+func (s *scheduling) queueServices() []service {
+	list := []service{component("job queue", s.queue)}
+	if s.maintenance != nil {
+		list = append(list, component("maintenance loop", s.maintenance))
 	}
-	return []service{component("claim loop", s.claimer), component("maintenance loop", s.maintenance)}
+	return list
 }
 
-// pause stops claiming: a draining node claims no new ticks and no new
+// drain stops this replica taking new work: no new ticks, jobs or
 // maintenance periods (the runs under way finish).
-func (s *scheduling) pause() {
-	if s.claimer != nil {
-		s.claimer.SetPaused(true)
+func (s *scheduling) drain() {
+	s.queue.Drain()
+	if s.maintenance != nil {
 		s.maintenance.SetPaused(true)
 	}
 }
@@ -118,11 +142,9 @@ func (s *scheduling) pause() {
 // jobsWebOptions gives the web server the task routes' dependencies and,
 // on web replicas, the River UI.
 func (a *app) jobsWebOptions(o *web.Options) {
-	o.River, o.WebhookAllowPrivate = a.river.Client(), a.cfg.WebhookPrivate
-	o.RunEvents, o.JobMetrics = a.bus, a.jobs.metrics
-	if a.jobs.claimer != nil {
-		o.TasksChanged = a.jobs.claimer.Notify // wakes the local claim loop after an API change
-	}
+	o.River, o.WebhookAllowPrivate = a.jobs.queue.Client(), a.cfg.WebhookPrivate
+	o.RunAnnouncer = a.jobs.announcer
+	o.TasksChanged = a.jobs.queue.TasksChanged // wakes the local claim loop after an API change
 	if a.jobs.riverUI != nil {
 		o.RiverUI = a.jobs.riverUI
 	}

@@ -7,66 +7,36 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/web"
 )
 
 // newRealtime makes the bus on every replica (worker-only replicas publish
 // run events through it) and, on web replicas, the hub it delivers to and
-// whose clients publish through it.
-func (a *app) newRealtime() (*realtime.Hub, *realtime.Bus) {
-	var hub *realtime.Hub
-	if a.cfg.HasRole(config.RoleWeb) {
-		hub = realtime.NewHub(realtime.HubOptions{Logger: a.logger, Registry: a.registry, AllowedOrigins: a.cfg.AllowedOrigins,
-			Limits: frameLimits(a.cfg.WSLimits), SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool},
-			Rooms: realtime.Rooms{DB: a.pool}})
-	}
-	bus := realtime.NewBus(realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Hub: hub, Store: realtime.Streams{DB: a.pool},
-		Logger: a.logger, Registry: a.registry, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout),
+// whose clients publish through it, with the tracker of who is in which
+// room across the cluster.
+func (a *app) newRealtime() *realtime.Realtime {
+	stopTimeout := min(5*time.Second, a.cfg.ShutdownTimeout)
+	opts := realtime.Options{Bus: realtime.BusOptions{Pool: a.pool, NodeID: a.nodeID, Store: realtime.Streams{DB: a.pool},
+		Logger: a.logger, Registry: a.registry, StopTimeout: stopTimeout,
 		ListenConfig: a.listenConfig(), PollOnly: a.cfg.PollOnly(), TracerProvider: a.tracing.TracerProvider(),
-		Notices: a.notices()})
-	if hub != nil {
-		hub.PublishThrough(bus)
+		Notices: a.notices()}}
+	if a.cfg.HasRole(config.RoleWeb) {
+		opts.Hub = &realtime.HubOptions{AllowedOrigins: a.cfg.AllowedOrigins, Limits: frameLimits(a.cfg.WSLimits),
+			SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool}}
+		opts.Presence = &realtime.PresenceOptions{Nodes: clusterNodes{a}, StopTimeout: stopTimeout}
 	}
-	return hub, bus
+	return realtime.New(opts)
 }
 
-// notices: on worker replicas, the bus's LISTEN connection also hears
-// every replica's task changes and wakes the claim loop (made later, in
-// newScheduling), whose idle poll is then long, and, where River parks
-// while idle, River's insert notifications, which wake it.
-func (a *app) notices() map[string]func() {
-	if !a.cfg.HasRole(config.RoleWorker) {
-		return nil
-	}
-	notices := map[string]func(){jobs.TasksChannel: func() {
-		if a.jobs.claimer != nil {
-			a.jobs.claimer.Notify()
-		}
-	}}
-	if a.riverInsert != "" {
-		// A job inserted or released anywhere wakes a parked River.
-		notices[a.riverInsert] = func() {
-			if a.river != nil {
-				a.river.Wake()
-			}
-		}
-	}
-	return notices
-}
+// clusterNodes is the cluster as presence asks it which nodes are dead.
+// The cluster is built after realtime (it reports the hub's sockets), and
+// presence asks only once started, so it reaches the cluster through the
+// app.
+type clusterNodes struct{ a *app }
 
-// newPresence makes, on web replicas, the tracker of who is in which room
-// across the cluster: the hub tells it of its sockets' joins and leaves,
-// the cluster which nodes are dead.
-func (a *app) newPresence() *realtime.PresenceTracker {
-	if a.hub == nil {
-		return nil
-	}
-	p := realtime.NewPresence(realtime.PresenceOptions{DB: a.pool, NodeID: a.nodeID, Hub: a.hub, Nodes: a.cluster,
-		Logger: a.logger, StopTimeout: min(5*time.Second, a.cfg.ShutdownTimeout)})
-	a.hub.TrackPresence(p)
-	return p
+func (n clusterNodes) DeadNodes(ctx context.Context) ([]string, time.Duration, error) {
+	return n.a.cluster.DeadNodes(ctx)
 }
 
 // listenConfig is the bus's LISTEN connection: on
@@ -80,24 +50,24 @@ func (a *app) listenConfig() *pgx.ConnConfig {
 
 // realtimeWebOptions gives the web server the realtime routes on web replicas.
 func (a *app) realtimeWebOptions(o *web.Options) {
-	if a.hub == nil {
+	if a.rt.Hub == nil {
 		return
 	}
-	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.hub, a.bus, a.bus
+	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.rt.Hub, a.rt.Bus, a.rt.Bus
 	o.History = realtime.Streams{DB: a.pool}
 	o.Rooms = realtime.Rooms{DB: a.pool}
-	o.Presence = a.presence
+	o.Presence = a.rt.Presence
 }
 
 // wireRealtime makes readiness depend, on web replicas, on the LISTEN
 // connection and on the hub not draining.
 func (a *app) wireRealtime() {
-	if a.hub == nil {
+	if a.rt.Hub == nil {
 		return
 	}
-	a.web.AddReadyCheck("listen", a.bus.Ready)
+	a.web.AddReadyCheck("listen", a.rt.Bus.Ready)
 	a.web.AddReadyCheck("websockets", func(context.Context) error {
-		if a.hub.Draining() {
+		if a.rt.Hub.Draining() {
 			return realtime.ErrDraining
 		}
 		return nil

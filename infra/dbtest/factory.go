@@ -29,6 +29,8 @@ type UserOpts struct {
 	PasswordHash string
 	// Role defaults to "user".
 	Role string
+	// Disabled inserts an account an operator disabled.
+	Disabled bool
 }
 
 // UserRow is the inserted user.
@@ -44,8 +46,9 @@ func User(t testing.TB, q db.DB, opts *UserOpts) UserRow {
 	o := cmp.Or(opts, &UserOpts{})
 	row := UserRow{Email: cmp.Or(o.Email, "user-"+randomHex(8)+"@example.com"), Role: cmp.Or(o.Role, "user")}
 	err := q.QueryRow(context.Background(), `
-		INSERT INTO users (email, password_hash, role) VALUES (@email, @hash, @role) RETURNING id::text`,
-		pgx.NamedArgs{"email": row.Email, "hash": cmp.Or(o.PasswordHash, "x"), "role": row.Role}).Scan(&row.ID)
+		INSERT INTO users (email, password_hash, role, disabled_at)
+		VALUES (@email, @hash, @role, CASE WHEN @disabled THEN now() END) RETURNING id::text`,
+		pgx.NamedArgs{"email": row.Email, "hash": cmp.Or(o.PasswordHash, "x"), "role": row.Role, "disabled": o.Disabled}).Scan(&row.ID)
 	if err != nil {
 		t.Fatalf("dbtest.User: %v", err)
 	}

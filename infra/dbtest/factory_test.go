@@ -21,21 +21,23 @@ func TestUser(t *testing.T) {
 			t.Fatalf("users %+v and %+v", a, b)
 		}
 		var email, role string
-		if err := tx.QueryRow(ctx, `SELECT email, role FROM users WHERE id = $1`, a.ID).Scan(&email, &role); err != nil || email != a.Email || role != "user" {
-			t.Fatalf("stored %q %q (%v), returned %+v", email, role, err, a)
+		var disabled bool
+		if err := tx.QueryRow(ctx, `SELECT email, role, disabled_at IS NOT NULL FROM users WHERE id = $1`, a.ID).Scan(&email, &role, &disabled); err != nil || email != a.Email || role != "user" || disabled {
+			t.Fatalf("stored %q %q disabled=%v (%v), returned %+v", email, role, disabled, err, a)
 		}
 	})
 
 	t.Run("options are stored", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
-		u := dbtest.User(t, tx, &dbtest.UserOpts{Email: "boss@example.com", Role: "admin", PasswordHash: "h"})
+		u := dbtest.User(t, tx, &dbtest.UserOpts{Email: "boss@example.com", Role: "admin", PasswordHash: "h", Disabled: true})
 		var email, role, hash string
-		if err := tx.QueryRow(ctx, `SELECT email, role, password_hash FROM users WHERE id = $1`, u.ID).Scan(&email, &role, &hash); err != nil {
+		var disabled bool
+		if err := tx.QueryRow(ctx, `SELECT email, role, password_hash, disabled_at IS NOT NULL FROM users WHERE id = $1`, u.ID).Scan(&email, &role, &hash, &disabled); err != nil {
 			t.Fatal(err)
 		}
-		if email != "boss@example.com" || role != "admin" || hash != "h" || u.Role != "admin" {
-			t.Fatalf("stored %q %q %q, returned %+v", email, role, hash, u)
+		if email != "boss@example.com" || role != "admin" || hash != "h" || !disabled || u.Role != "admin" {
+			t.Fatalf("stored %q %q %q disabled=%v, returned %+v", email, role, hash, disabled, u)
 		}
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +32,8 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE tasks SET next_run_at = $2 WHERE id = $1`, task.ID, tick); err != nil {
 		t.Fatal(err)
 	}
-	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), Lead: jobs.MaxLead, StartJitter: time.Millisecond})
+	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t),
+		Pacing: jobs.Pacing{Lead: jobs.MaxLead, StartJitter: time.Millisecond}})
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -52,39 +52,40 @@ func TestClaimAheadStartsAtTick(t *testing.T) {
 	}
 }
 
-// lateReleaser is the Options.Releaser of a worker whose claimer is made
-// after its River client (as cmd wires it).
-type lateReleaser struct{ c atomic.Pointer[jobs.Claimer] }
-
-func (l *lateReleaser) ReleaseAt(t time.Time) {
-	if c := l.c.Load(); c != nil {
-		c.ReleaseAt(t)
-	}
-}
-
-// releaseBundle is a worker whose River polls once an hour, and its claim
-// loop, which believes it hears every task change (its idle poll is an
-// hour too): what starts a run on time here is a notification.
-type releaseBundle struct {
+// fetchBundle is a worker replica's job queue whose River polls once an
+// hour, and whose claim loop believes it hears every task change (its idle
+// poll is an hour too): what starts a run on time here is a notification.
+type fetchBundle struct {
 	*testBundle
-	claimer *jobs.Claimer
+	queue *Coordinator
 	// web inserts like a web-only replica: its own client, whose insert
 	// notifications River's per-client limiter (FetchCooldown) does not
 	// fold into the worker's claim notifications.
 	web *river.Client[pgx.Tx]
+	// notices are the worker's, rung by listen as the bus would.
+	notices *Notices
 }
 
-func newReleaseBundle(t *testing.T, backoff time.Duration) *releaseBundle {
+func newFetchBundle(t *testing.T, backoff time.Duration) *fetchBundle {
 	t.Helper()
 	pool := dbtest.NewPool(t)
-	rel := &lateReleaser{}
-	client := startRiver(t, pool, Options{ClientID: uuid.NewString(), DB: pool, Publisher: noopPublisher{}, Releaser: rel,
-		RetryBackoff: func(int) time.Duration { return backoff }, Webhook: WebhookOptions{AllowPrivate: true}}, time.Hour)
-	c := jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: client, Logger: dbtest.Logger(t), StartJitter: time.Millisecond,
-		IdlePoll: time.Hour, Listening: func() bool { return true }})
-	rel.c.Store(c)
+	notices, err := NewNotices(context.Background(), pool, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewCoordinator(CoordinatorOptions{
+		River: RiverOptions{Pool: pool, ClientID: uuid.NewString(), Logger: dbtest.Logger(t), Work: true, FetchPollInterval: time.Hour,
+			Workers: Options{DB: pool, Publisher: noopPublisher{}, RetryBackoff: func(int) time.Duration { return backoff },
+				Webhook: WebhookOptions{AllowPrivate: true}}},
+		Claim:     jobs.ClaimerOptions{Pacing: jobs.Pacing{StartJitter: time.Millisecond, IdlePoll: time.Hour}},
+		Listening: func() bool { return true },
+		Notices:   notices,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	web := newWebClient(t, pool)
-	return &releaseBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, claimer: c, web: web}
+	return &fetchBundle{testBundle: &testBundle{pool: pool, river: web, owner: dbtest.User(t, pool, nil).ID}, queue: q, web: web, notices: notices}
 }
 
 // newWebClient is the River client of a web-only replica.
@@ -97,28 +98,29 @@ func newWebClient(t *testing.T, pool *pgxpool.Pool) *river.Client[pgx.Tx] {
 	return web.Client()
 }
 
-// start starts the claim loop and returns once it has read what there is
+// start starts the job queue and returns once its claim loop has read what there is
 // and sleeps for its idle poll (an hour): it claimed a tick due now, whose
 // run then finished (the loop asks once more right after its claim).
-func (b *releaseBundle) start(t *testing.T) {
+func (b *fetchBundle) start(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	tick := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "tick"})
 	if _, err := b.pool.Exec(ctx, `UPDATE tasks SET next_run_at = now() WHERE id = $1`, tick.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.claimer.Start(ctx); err != nil {
+	if err := b.queue.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.claimer.Stop)
+	t.Cleanup(b.queue.Stop)
 	testwait.For(t, 20*time.Second, "the claim loop's tick to run", func() bool {
 		var n int
 		return b.pool.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE task_id = $1 AND status = 'succeeded'`, tick.ID).Scan(&n) == nil && n == 1
 	})
 }
 
-// listen wakes the claim loop on every TasksChannel notice, as the bus does.
-func (b *releaseBundle) listen(t *testing.T) {
+// listen rings the worker's notices on every TasksChannel notification,
+// as the bus does.
+func (b *fetchBundle) listen(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := b.pool.Acquire(ctx)
@@ -135,14 +137,14 @@ func (b *releaseBundle) listen(t *testing.T) {
 			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
 				return
 			}
-			b.claimer.Notify()
+			b.notices.Handlers()[jobs.TasksChannel]()
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done; conn.Release() })
 }
 
 // startedAt waits for the run to start and returns when it did.
-func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
+func (b *fetchBundle) startedAt(t *testing.T, runID string) time.Time {
 	t.Helper()
 	var started time.Time
 	testwait.For(t, 20*time.Second, "run "+runID+" to start", func() bool {
@@ -152,15 +154,15 @@ func (b *releaseBundle) startedAt(t *testing.T, runID string) time.Time {
 	return started
 }
 
-// TestDelayedRunReleasedAtRunAt: a run delayed by run_at, triggered on a
+// TestDelayedRunStartsAtRunAt: a run delayed by run_at, triggered on a
 // web-only replica, starts at run_at on a worker that did not insert it
 // and polls once an hour: the trigger's notice wakes the worker's sleeping
-// claim loop, whose idle question finds run_at, and its releaser notifies
+// claim loop, whose idle question finds run_at, and its insert notifier notifies
 // the producers then.
-func TestDelayedRunReleasedAtRunAt(t *testing.T) {
+func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := newReleaseBundle(t, time.Second)
+	b := newFetchBundle(t, time.Second)
 	task := b.task(t, jobs.Action{Type: jobs.ActionPublish, Event: "later"})
 	b.start(t)
 	b.listen(t)
@@ -178,10 +180,10 @@ func TestDelayedRunReleasedAtRunAt(t *testing.T) {
 
 // TestRetryStartsAtBackoff: a retry two seconds after a failed attempt
 // starts then on a worker polling once an hour, its claim loop asleep:
-// the worker registered the retry's time with the releaser.
+// the worker told the claim loop's insert notifier of the retry's time.
 func TestRetryStartsAtBackoff(t *testing.T) {
 	t.Parallel()
-	b := newReleaseBundle(t, 2*time.Second)
+	b := newFetchBundle(t, 2*time.Second)
 	hook := newHookServer(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n == 0 {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -205,7 +207,7 @@ func TestRetryStartsAtBackoff(t *testing.T) {
 // SlotWait of the first finishing, on a worker polling once an hour.
 func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 	t.Parallel()
-	b := newReleaseBundle(t, time.Second)
+	b := newFetchBundle(t, time.Second)
 	release := make(chan struct{})
 	hook := newHookServer(t, func(n int, _ http.ResponseWriter, _ *http.Request) {
 		if n == 0 {

@@ -12,18 +12,18 @@ import (
 	"github.com/switchboard/switchboard/infra/testwait"
 )
 
-// aheadBundle is setup with a River client that has ReleaseAtTick, and a
+// aheadBundle is setup with a River client that has InsertAvailable, and a
 // claimer with a lead of MaxLead: a task due in a second or two is claimed
 // ahead.
 func aheadBundle(t *testing.T) (*testBundle, *Claimer) {
 	t.Helper()
 	b := setup(t)
-	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&ReleaseAtTick{}}})
+	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Middleware: []rivertype.Middleware{&InsertAvailable{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.river = client
-	return b, NewClaimer(ClaimerOptions{DB: b.pool, River: client, Lead: MaxLead})
+	return b, NewClaimer(ClaimerOptions{DB: b.pool, River: client, Pacing: Pacing{Lead: MaxLead}})
 }
 
 // aheadTask is an overlap-allow task whose next tick is two seconds away.
@@ -89,10 +89,10 @@ func TestClaimAhead(t *testing.T) {
 		}
 	})
 
-	t.Run("without ReleaseAtTick the claim rolls back and the lead is off", func(t *testing.T) {
+	t.Run("without InsertAvailable the claim rolls back and the lead is off", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Lead: MaxLead})
+		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{Lead: MaxLead}})
 		task, tick := b.aheadTask(t)
 		if n, err := c.ClaimOnce(ctx); n != 0 || err == nil {
 			t.Fatalf("ClaimOnce = %d, %v; want an error (its job would wait for River's scheduler)", n, err)
@@ -186,7 +186,7 @@ func TestWithdrawAhead(t *testing.T) {
 func TestClaimLoopWakesAhead(t *testing.T) {
 	t.Parallel()
 	b, _ := aheadBundle(t)
-	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Lead: 2 * time.Second, StartJitter: time.Millisecond})
+	c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{Lead: 2 * time.Second, StartJitter: time.Millisecond}})
 	task := b.task(t, func(t *Task) { t.Overlap = OverlapAllow; t.Schedule = new("@every 1h") })
 	tick := time.Now().Add(3500 * time.Millisecond).Truncate(time.Millisecond)
 	b.dueAt(t, task.ID, tick)

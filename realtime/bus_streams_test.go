@@ -30,9 +30,9 @@ func TestPublishWaitsForTheAppendOnceQueued(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewDatabaseURL(t)
 	g := gatedStore{entered: make(chan struct{}, 1), gate: make(chan struct{})}
-	n := startNode(t, dbURL, HubOptions{}, func(o *BusOptions) {
-		g.Streams = Streams{DB: o.Pool}
-		o.Store = g
+	n := startNode(t, dbURL, HubOptions{}, func(o *Options) {
+		g.Streams = Streams{DB: o.Bus.Pool}
+		o.Bus.Store = g
 	})
 	user := uuid.NewString()
 	ctx, cancel := context.WithCancel(context.Background())

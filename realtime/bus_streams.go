@@ -104,7 +104,7 @@ func (b *Bus) deliverLoop(ctx context.Context, committed <-chan storedBatch) {
 	for sb := range committed {
 		b.ring(ctx, sb.stored)
 		if b.hub != nil {
-			b.hub.offer(b.localOffers(sb.stored)) // rooms.go
+			b.hub.offer(b.localOffers(sb.stored))
 		}
 		for _, req := range sb.reqs {
 			req.done <- nil
@@ -208,6 +208,45 @@ func (b *Bus) receiveDoorbell(payload string) {
 	for _, r := range d.Ranges {
 		user, room := streamTarget(r.Stream)
 		if (user == "" && room == "") || !b.hub.hasRecipients(user, room) {
+			continue
+		}
+		if evs := r.Events(); evs != nil {
+			b.hub.offer(evs)
+		} else {
+			b.hub.behind(r.Stream, r.Last)
+		}
+	}
+}
+
+// localOffers is what of this replica's appends goes to its sockets at
+// once: everything, or, when the hub guards rooms, all but room events
+// (they come back through LISTEN, ordered after evictions).
+func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
+	if !b.hub.guardsRooms() {
+		return stored
+	}
+	out := make([]stream.Event, 0, len(stored))
+	for _, ev := range stored {
+		if _, room := streamTarget(ev.Stream); room == "" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// receiveOwnDoorbell delivers this replica's own room events, held back by
+// localOffers, once their doorbell has come back through LISTEN.
+func (b *Bus) receiveOwnDoorbell(payload string) {
+	if b.hub == nil || !b.hub.guardsRooms() {
+		return
+	}
+	d, err := stream.DecodeDoorbell(payload)
+	if err != nil {
+		b.logger.Warn("bus: unreadable doorbell", "error", err)
+		return
+	}
+	for _, r := range d.Ranges {
+		if _, room := streamTarget(r.Stream); room == "" || !b.hub.hasRecipients("", room) {
 			continue
 		}
 		if evs := r.Events(); evs != nil {

@@ -1,0 +1,10 @@
+package accounts_test
+
+import (
+	"testing"
+
+	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/migrations"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migrate) }
