@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -221,7 +220,7 @@ func checkComposeEnv(t *testing.T, env, pg map[string]string) {
 // readiness route answers 200 and fails while it answers 503.
 func TestHealthcheckCommand(t *testing.T) {
 	t.Parallel()
-	bin := releaseBuild()(t, runtime.GOOS+"/"+runtime.GOARCH)
+	bin := releaseBinary(t)
 	var ready atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

@@ -32,7 +32,7 @@ Usage:
   switchboard admin disable <email>   refuse the account's logins and tokens
   switchboard admin enable <email>    undo disable
   switchboard admin list              print the admins
-  switchboard version                 print the version
+  switchboard version [-v]            print the version (-v: with revision, Go version and platform)
   switchboard openapi [--yaml]        print the OpenAPI document (no database needed)
   switchboard healthcheck [URL]       exit 0 if this host's /healthz/ready answers 200 (container health checks)
   switchboard --help                  this text and every environment variable
@@ -63,7 +63,10 @@ func realMain(args []string) int {
 		}
 		return 0
 	case "version", "--version":
-		fmt.Println(version)
+		if err := versionCommand(args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard version: %v\n", err)
+			return 2
+		}
 		return 0
 	case "openapi":
 		if err := openapiCommand(args[1:], os.Stdout); err != nil {

@@ -29,15 +29,20 @@ func Handler(r *prometheus.Registry) http.Handler {
 // BuildInfo is the switchboard_build_info gauge: always 1, its labels say
 // which build runs (version, Go version, VCS revision), so dashboards can
 // show a rollout and alerts can tell replicas of different builds apart.
-// An empty revision is taken from the binary's embedded VCS stamp, else
-// "unknown".
+// The revision label is Revision(revision).
 func BuildInfo(version, revision string) prometheus.Collector {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "switchboard_build_info",
 		Help: "Always 1; the labels name the build: version, goversion, revision.",
 	}, []string{"version", "goversion", "revision"})
-	g.WithLabelValues(version, runtime.Version(), cmp.Or(revision, vcsRevision(), "unknown")).Set(1)
+	g.WithLabelValues(version, runtime.Version(), Revision(revision)).Set(1)
 	return g
+}
+
+// Revision is the commit a build names: stamped (-X main.revision), else
+// the go command's VCS stamp, else "unknown".
+func Revision(stamped string) string {
+	return cmp.Or(stamped, vcsRevision(), "unknown")
 }
 
 // vcsRevision is the commit the go command stamped into the binary, if any.
