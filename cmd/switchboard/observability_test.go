@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,47 +11,55 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/promql/parser"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/testwait"
 )
 
-// The alert rules and the dashboard the Helm chart ships.
-const (
-	alertRulesFile = "../../chart/files/alerts/switchboard.rules.yaml"
-	dashboardFile  = "../../chart/files/dashboards/switchboard.json"
-)
-
-// prometheusGenerated are series Prometheus adds to every scrape itself; no server
-// exposes them.
-var prometheusGenerated = map[string]bool{"up": true}
-
-var promQL = parser.NewParser(parser.Options{})
+// metricsUsedFile lists the metrics the Helm chart's alert rules and dashboard read,
+// found by parsing their PromQL in the chart's module (chart/metrics_used_test.go keeps
+// it current).
+const metricsUsedFile = "../../chart/files/metrics-used.txt"
 
 // TestMetricsNamedByDashboardAndRules: every metric an alert rule or a dashboard panel
 // reads is on a real replica's /metrics once it has run a webhook and a publish task.
-// The names come from parsing the queries with Prometheus's PromQL parser.
 func TestMetricsNamedByDashboardAndRules(t *testing.T) {
 	t.Parallel()
-	wanted := map[string][]string{} // metric → where it is read
-	for where, q := range ruleQueries(t) {
-		addMetrics(t, wanted, where, q)
-	}
-	for where, q := range dashboardQueries(t) {
-		addMetrics(t, wanted, where, q)
-	}
-	if len(wanted) < 20 || wanted["switchboard_build_info"] == nil || wanted["switchboard_webhook_duration_seconds_bucket"] == nil {
-		t.Fatalf("only %d metrics found in the rules and the dashboard: %v", len(wanted), slices.Sorted(mapKeysOf(wanted)))
-	}
-
+	used := metricsUsed(t)
 	exposed := scrapeAfterRuns(t)
-	for _, name := range slices.Sorted(mapKeysOf(wanted)) {
-		if !exposed[name] && !prometheusGenerated[name] {
-			t.Errorf("%s is read by %s but not exposed on /metrics", name, strings.Join(wanted[name], "; "))
+	for _, m := range used {
+		if !exposed[m.name] {
+			t.Errorf("%s is read by %s but not exposed on /metrics", m.name, m.where)
 		}
 	}
+}
+
+// usedMetric is a line of metricsUsedFile.
+type usedMetric struct{ name, where string }
+
+// metricsUsed reads metricsUsedFile.
+func metricsUsed(t *testing.T) []usedMetric {
+	t.Helper()
+	raw, err := os.ReadFile(metricsUsedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []usedMetric
+	for line := range strings.Lines(string(raw)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, where, ok := strings.Cut(line, "\t")
+		if !ok || !model.IsValidLegacyMetricName(name) {
+			t.Fatalf("%s: malformed line %q", metricsUsedFile, line)
+		}
+		out = append(out, usedMetric{name, where})
+	}
+	if len(out) < 20 {
+		t.Fatalf("%s names only %d metrics", metricsUsedFile, len(out))
+	}
+	return out
 }
 
 // scrapeAfterRuns starts a replica with both roles, runs a webhook and a publish task
@@ -106,97 +112,4 @@ func scrapeAfterRuns(t *testing.T) map[string]bool {
 		}
 	}
 	return exposed
-}
-
-// ruleQueries are the expressions of the chart's alert rules, named by alert.
-func ruleQueries(t *testing.T) map[string]string {
-	t.Helper()
-	raw, err := os.ReadFile(alertRulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Rules []struct {
-				Alert, Record, Expr string
-			}
-		}
-	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			out["alert "+r.Alert+r.Record] = r.Expr
-		}
-	}
-	return out
-}
-
-// dashboardQueries are the panels' queries and the variables' label_values queries, with
-// Grafana's variables replaced so that they parse as PromQL.
-func dashboardQueries(t *testing.T) map[string]string {
-	t.Helper()
-	raw, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-		Templating struct {
-			List []struct {
-				Name       string
-				Definition string
-			}
-		}
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
-	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", "ns", "$job", ".+")
-	out := map[string]string{}
-	for _, p := range d.Panels {
-		for i, tg := range p.Targets {
-			out["panel "+p.Title+" #"+string(rune('A'+i))] = vars.Replace(tg.Expr)
-		}
-	}
-	for _, v := range d.Templating.List {
-		// label_values(<selector>, label): the selector is what Grafana queries.
-		if sel, ok := strings.CutPrefix(v.Definition, "label_values("); ok {
-			out["variable "+v.Name] = vars.Replace(sel[:strings.LastIndex(sel, ",")])
-		}
-	}
-	return out
-}
-
-// addMetrics parses q and records every metric name its vector selectors read.
-func addMetrics(t *testing.T, wanted map[string][]string, where, q string) {
-	t.Helper()
-	expr, err := promQL.ParseExpr(q)
-	if err != nil {
-		t.Fatalf("%s: %q: %v", where, q, err)
-	}
-	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			if vs.Name == "" {
-				t.Errorf("%s: %s selects no metric by name", where, vs)
-			}
-			wanted[vs.Name] = append(wanted[vs.Name], where)
-		}
-		return nil
-	})
-}
-
-func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
