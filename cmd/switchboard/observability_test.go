@@ -51,7 +51,7 @@ func metricsUsed(t *testing.T) []usedMetric {
 			continue
 		}
 		name, where, ok := strings.Cut(line, "\t")
-		if !ok || !model.IsValidLegacyMetricName(name) {
+		if !ok || !model.LegacyValidation.IsValidMetricName(name) {
 			t.Fatalf("%s: malformed line %q", metricsUsedFile, line)
 		}
 		out = append(out, usedMetric{name, where})
