@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/logging"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
@@ -97,7 +98,7 @@ func riverConfig(opts Options, fetch fetchWatch) (*river.Config, error) {
 	}
 	return &river.Config{
 		ID:     opts.ClientID,
-		Logger: logger.With("component", "river"),
+		Logger: logging.Demoted(logger).With("component", "river"),
 		Queues: map[string]river.QueueConfig{
 			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, DefaultMaxWorkers)},
 		},

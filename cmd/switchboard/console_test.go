@@ -395,7 +395,7 @@ func TestBannerNamesTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	a.logBanner()
+	a.logBanner(&logs)
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	if want := fmt.Sprintf("console=http://localhost:%d/console", port); !strings.Contains(logs.String(), want) {
 		t.Fatalf("the banner does not name the console (%s):\n%s", want, logs.String())
