@@ -257,7 +257,7 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	}
 	res, err := w.webhook.Send(ctx, WebhookRequest{
 		URL: a.URL, Method: a.Method, Headers: headers, Body: webhookBody(rc),
-		MsgID: rc.Run.ID, Secret: rc.SigningSecret,
+		MsgID: rc.Run.ID, Secret: rc.SigningSecret, PreviousSecret: rc.PreviousSigningSecret,
 	})
 	if err != nil {
 		if errors.Is(err, jobs.ErrBlockedTarget) {
