@@ -8,8 +8,9 @@
 // Its functions take a db.DB, so a caller can hand them a pool or a
 // transaction. Postgres errors are translated here, once (translate), into
 // the package's errors: not-found and conflict errors wrap db.ErrNotFound
-// and db.ErrConflict, and a credential or account that may not act is a
-// *RefusedError whose text is for the caller. The HTTP front answers them
+// and db.ErrConflict, a credential or account that may not act is a
+// *RefusedError and an action that is not allowed a *ForbiddenError, whose
+// texts are for the caller. The HTTP front answers them
 // as problems; the operator commands print them.
 package accounts
 
@@ -49,6 +50,13 @@ type RefusedError struct{ reason string }
 
 func (e *RefusedError) Error() string { return e.reason }
 
+// ForbiddenError is an action that the account, or the instance's policy,
+// does not allow: registering where registration is closed, changing a
+// password without the current one. Its text says why, for the caller.
+type ForbiddenError struct{ reason string }
+
+func (e *ForbiddenError) Error() string { return e.reason }
+
 // The refusals of a login and of an authenticated request.
 var (
 	ErrWrongPassword   error = &RefusedError{"wrong email or password"}
@@ -56,14 +64,15 @@ var (
 	ErrAccountDisabled error = &RefusedError{"this account is disabled; an operator can enable it again"}
 )
 
-// translate maps the error of a statement to the package's errors: no row
-// is notFound, a taken address (the unique index users_email_key) is
-// ErrEmailTaken, anything else as db.Translate maps it.
+// translate maps the error of a statement to the package's errors: no row,
+// or a row referring to an account that does not exist (a foreign key
+// violation), is notFound; a taken address (the unique index
+// users_email_key) is ErrEmailTaken, anything else as db.Translate maps it.
 func translate(err, notFound error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	var pgErr *pgconn.PgError
+	if errors.Is(err, pgx.ErrNoRows) || errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
 		return fmt.Errorf("%w: %w", notFound, err)
 	}
-	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "users_email_key" {
 		return fmt.Errorf("%w: %w", ErrEmailTaken, err)
 	}

@@ -2,13 +2,9 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,8 +28,7 @@ import (
 const APIKeyPrefix = "sbk_"
 
 const (
-	apiKeySecretLen = len(APIKeyPrefix) + 43 // 32 bytes, unpadded base64url
-	apiKeyShownLen  = len(APIKeyPrefix) + 8  // the part lists show
+	apiKeyShownLen = len(APIKeyPrefix) + 8 // the part lists show
 )
 
 // MaxAPIKeysPerUser bounds the keys of one account.
@@ -77,13 +72,13 @@ type NewAPIKey struct {
 	ExpiresAt *time.Time // nil: never
 }
 
-// CreateAPIKey stores a new key of the account and returns it with its
-// secret, which is stored only as its hash and never shown again. An
-// account has at most MaxAPIKeysPerUser keys (ErrTooManyAPIKeys); its row
-// is locked, so concurrent creates count one after the other. An unknown
-// owner is ErrUserNotFound.
-func CreateAPIKey(ctx context.Context, q db.DB, userID string, k NewAPIKey) (APIKey, string, error) {
-	secret := newAPIKeySecret()
+// CreateAPIKey stores a new key of the project, made by the account, and
+// returns it with its secret, which is stored only as its hash and never
+// shown again. An account has at most MaxAPIKeysPerUser keys
+// (ErrTooManyAPIKeys); its row is locked, so concurrent creates count one
+// after the other. An unknown owner is ErrUserNotFound.
+func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewAPIKey) (APIKey, string, error) {
+	secret := secretKind(APIKeyPrefix).newSecret()
 	scopes := []string{ScopeRead, ScopeWrite}
 	if len(k.Scopes) > 0 {
 		scopes = slices.Compact(slices.Sorted(slices.Values(k.Scopes)))
@@ -108,16 +103,18 @@ func CreateAPIKey(ctx context.Context, q db.DB, userID string, k NewAPIKey) (API
 			return ErrTooManyAPIKeys
 		}
 		return scanAPIKey(tx.QueryRow(ctx, `
-			INSERT INTO api_keys (user_id, name, prefix, secret_hash, scopes, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+apiKeyColumns,
-			userID, k.Name, secret[:apiKeyShownLen], hashAPIKey(secret), scopes, k.ExpiresAt), &out)
+			INSERT INTO api_keys (user_id, project_id, name, prefix, secret_hash, scopes, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
+			userID, projectID, k.Name, secret[:apiKeyShownLen], hashSecret(secret), scopes, k.ExpiresAt), &out)
 	})
 	return out, secret, translate(err, ErrUserNotFound)
 }
 
-// ListAPIKeys returns the account's keys, newest first.
-func ListAPIKeys(ctx context.Context, q db.DB, userID string) ([]APIKey, error) {
-	rows, err := q.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE user_id = $1 ORDER BY created_at DESC, id`, userID)
+// ListAPIKeys returns the project's keys, newest first (at most
+// MaxAPIKeysPerUser × 10).
+func ListAPIKeys(ctx context.Context, q db.DB, projectID string) ([]APIKey, error) {
+	rows, err := q.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE project_id = $1
+		ORDER BY created_at DESC, id LIMIT $2`, projectID, MaxAPIKeysPerUser*10)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -132,10 +129,13 @@ func ListAPIKeys(ctx context.Context, q db.DB, userID string) ([]APIKey, error) 
 	return keys, nil
 }
 
-// DeleteAPIKey revokes a key of the account: ErrAPIKeyNotFound when the
-// account has no key with that id.
-func DeleteAPIKey(ctx context.Context, q db.DB, userID, id string) error {
-	tag, err := q.Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND user_id = $2`, id, userID)
+// DeleteAPIKey revokes a key of the project: ErrAPIKeyNotFound when the
+// project has no key with that id.
+func DeleteAPIKey(ctx context.Context, q db.DB, projectID, id string) error {
+	if _, err := projectParam(id); err != nil {
+		return ErrAPIKeyNotFound
+	}
+	tag, err := q.Exec(ctx, `DELETE FROM api_keys WHERE id = $1 AND project_id = $2`, id, projectID)
 	if err != nil {
 		return fmt.Errorf("revoke api key: %w", err)
 	}
@@ -146,13 +146,29 @@ func DeleteAPIKey(ctx context.Context, q db.DB, userID, id string) error {
 }
 
 // KeyHolder is who a request made with an API key acts as: the key's
-// owner, with the owner's role as stored now, except that a key without the
-// admin scope has no admin powers.
+// creator, with the creator's role as stored now, except that a key
+// without the admin scope has no admin powers; in the key's project, with
+// the creator's role there as stored now capped by the scopes (read:
+// viewer, write: developer).
 type KeyHolder struct {
-	KeyID  string
-	UserID string
-	Role   string
-	Scopes []string
+	KeyID       string
+	UserID      string
+	Role        string
+	Scopes      []string
+	ProjectID   string
+	ProjectRole string
+}
+
+// ErrKeyCreatorLeft refuses a key whose creator is no longer a member of
+// its project.
+var ErrKeyCreatorLeft error = &RefusedError{"the key's creator is no longer a member of its project"}
+
+// scopeRole is the most a key's scopes allow in its project.
+func scopeRole(scopes []string) string {
+	if slices.Contains(scopes, ScopeWrite) {
+		return ProjectDeveloper
+	}
+	return ProjectViewer
 }
 
 // AuthenticateAPIKey finds the key whose secret was presented, with its
@@ -161,10 +177,10 @@ type KeyHolder struct {
 // (before any database work), unknown or revoked, expired, or its owner
 // disabled.
 func AuthenticateAPIKey(ctx context.Context, q db.DB, secret string) (KeyHolder, error) {
-	if !wellFormedAPIKey(secret) {
+	if !secretKind(APIKeyPrefix).wellFormed(secret) {
 		return KeyHolder{}, ErrAPIKeyMalformed
 	}
-	k, err := apiKeyByHash(ctx, q, hashAPIKey(secret))
+	k, err := apiKeyByHash(ctx, q, hashSecret(secret))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return KeyHolder{}, ErrAPIKeyUnknown
@@ -174,32 +190,18 @@ func AuthenticateAPIKey(ctx context.Context, q db.DB, secret string) (KeyHolder,
 		return KeyHolder{}, &RefusedError{"this API key expired at " + k.expiresAt.UTC().Format(time.RFC3339)}
 	case k.disabled:
 		return KeyHolder{}, ErrAccountDisabled
+	case k.memberRole == nil && k.role != RoleAdmin:
+		return KeyHolder{}, ErrKeyCreatorLeft
 	}
-	h := KeyHolder{KeyID: k.id, UserID: k.userID, Role: k.role, Scopes: k.scopes}
+	h := KeyHolder{KeyID: k.id, UserID: k.userID, Role: k.role, Scopes: k.scopes, ProjectID: k.projectID, ProjectRole: ProjectOwner}
+	if k.memberRole != nil {
+		h.ProjectRole = *k.memberRole
+	}
+	h.ProjectRole = LesserRole(h.ProjectRole, scopeRole(k.scopes))
 	if !slices.Contains(h.Scopes, ScopeAdmin) {
 		h.Role = RoleUser
 	}
 	return h, nil
-}
-
-func newAPIKeySecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return APIKeyPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-func hashAPIKey(secret string) []byte {
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
-}
-
-// wellFormedAPIKey checks a presented key's shape.
-func wellFormedAPIKey(secret string) bool {
-	if len(secret) != apiKeySecretLen || !strings.HasPrefix(secret, APIKeyPrefix) {
-		return false
-	}
-	_, err := base64.RawURLEncoding.DecodeString(secret[len(APIKeyPrefix):])
-	return err == nil
 }
 
 const apiKeyColumns = "id::text, name, prefix, scopes, created_at, expires_at, last_used_at"
@@ -210,10 +212,11 @@ func scanAPIKey(row pgx.Row, k *APIKey) error {
 
 // storedKey is what a request by API key reads.
 type storedKey struct {
-	id, userID, role string
-	scopes           []string
-	expiresAt        *time.Time
-	disabled         bool
+	id, userID, role, projectID string
+	scopes                      []string
+	expiresAt                   *time.Time
+	disabled                    bool
+	memberRole                  *string // the creator's role in the key's project; nil: not a member
 }
 
 // apiKeyByHash finds a key by its hash with its owner's role and state,
@@ -223,14 +226,16 @@ func apiKeyByHash(ctx context.Context, q db.DB, hash []byte) (storedKey, error) 
 	var k storedKey
 	err := q.QueryRow(ctx, `
 		WITH k AS (
-			SELECT id, user_id, scopes, expires_at, last_used_at FROM api_keys WHERE secret_hash = $1
+			SELECT id, user_id, project_id, scopes, expires_at, last_used_at FROM api_keys WHERE secret_hash = $1
 		), touch AS (
 			UPDATE api_keys a SET last_used_at = now() FROM k
 			WHERE a.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute')
 			  AND (k.expires_at IS NULL OR k.expires_at > now())
 		)
-		SELECT k.id::text, k.user_id::text, u.role, k.scopes, k.expires_at, u.disabled_at IS NOT NULL
-		FROM k JOIN users u ON u.id = k.user_id`, hash).
-		Scan(&k.id, &k.userID, &k.role, &k.scopes, &k.expiresAt, &k.disabled)
+		SELECT k.id::text, k.user_id::text, u.role, k.scopes, k.expires_at, u.disabled_at IS NOT NULL,
+		       k.project_id::text, m.role
+		FROM k JOIN users u ON u.id = k.user_id
+		LEFT JOIN project_members m ON m.project_id = k.project_id AND m.user_id = k.user_id`, hash).
+		Scan(&k.id, &k.userID, &k.role, &k.scopes, &k.expiresAt, &k.disabled, &k.projectID, &k.memberRole)
 	return k, err
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestCreateAPIKey(t *testing.T) {
@@ -26,7 +26,7 @@ func TestCreateAPIKey(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
-		k, secret, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "ci"})
+		k, secret, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "ci"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestCreateAPIKey(t *testing.T) {
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
 		expires := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-		k, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{
+		k, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{
 			Name: "ops", Scopes: []string{accounts.ScopeWrite, accounts.ScopeAdmin, accounts.ScopeWrite}, ExpiresAt: &expires,
 		})
 		if err != nil || !slices.Equal(k.Scopes, []string{accounts.ScopeAdmin, accounts.ScopeWrite}) || k.ExpiresAt == nil || !k.ExpiresAt.Equal(expires) {
@@ -61,7 +61,7 @@ func TestCreateAPIKey(t *testing.T) {
 	t.Run("an unknown owner", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
-		if _, _, err := accounts.CreateAPIKey(ctx, tx, uuid.NewString(), accounts.NewAPIKey{Name: "x"}); !errors.Is(err, accounts.ErrUserNotFound) {
+		if _, _, err := accounts.CreateAPIKey(ctx, tx, uuid.NewString(), uuid.NewString(), accounts.NewAPIKey{Name: "x"}); !errors.Is(err, accounts.ErrUserNotFound) {
 			t.Fatalf("unknown owner: %v, want ErrUserNotFound", err)
 		}
 	})
@@ -71,11 +71,11 @@ func TestCreateAPIKey(t *testing.T) {
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
 		for i := range accounts.MaxAPIKeysPerUser {
-			if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "k"}); err != nil {
+			if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
 				t.Fatalf("key %d: %v", i+1, err)
 			}
 		}
-		_, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "one too many"})
+		_, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "one too many"})
 		if !errors.Is(err, accounts.ErrTooManyAPIKeys) || !errors.Is(err, db.ErrConflict) {
 			t.Fatalf("key %d: %v, want ErrTooManyAPIKeys (a conflict)", accounts.MaxAPIKeysPerUser+1, err)
 		}
@@ -95,7 +95,7 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range accounts.MaxAPIKeysPerUser - free {
-		if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "k"}); err != nil {
+		if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 		wg.Go(func() {
 			defer conn.Release()
 			<-start
-			_, _, err := accounts.CreateAPIKey(ctx, conn, owner.ID, accounts.NewAPIKey{Name: "racing"})
+			_, _, err := accounts.CreateAPIKey(ctx, conn, owner.ID, owner.Project, accounts.NewAPIKey{Name: "racing"})
 			errs <- err
 		})
 	}
@@ -133,7 +133,7 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys, err := accounts.ListAPIKeys(ctx, pool, owner.ID)
+	keys, err := accounts.ListAPIKeys(ctx, pool, owner.Project)
 	if created != free || err != nil || len(keys) != accounts.MaxAPIKeysPerUser {
 		t.Fatalf("%d racing creates made %d keys (%d stored, %v), want %d", cap(errs), created, len(keys), err, free)
 	}
@@ -144,36 +144,36 @@ func TestListAndDeleteAPIKeys(t *testing.T) {
 	ctx := context.Background()
 	tx := dbtest.NewTx(t)
 	owner, other := dbtest.User(t, tx, nil), dbtest.User(t, tx, nil)
-	older, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "older"})
+	older, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "older"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE api_keys SET created_at = created_at - interval '1 hour' WHERE id = $1`, older.ID); err != nil {
 		t.Fatal(err)
 	}
-	newer, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, accounts.NewAPIKey{Name: "newer"})
+	newer, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "newer"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, _, err := accounts.CreateAPIKey(ctx, tx, other.ID, accounts.NewAPIKey{Name: "theirs"})
+	theirs, _, err := accounts.CreateAPIKey(ctx, tx, other.ID, other.Project, accounts.NewAPIKey{Name: "theirs"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	keys, err := accounts.ListAPIKeys(ctx, tx, owner.ID)
+	keys, err := accounts.ListAPIKeys(ctx, tx, owner.Project)
 	if err != nil || len(keys) != 2 || keys[0].ID != newer.ID || keys[1].ID != older.ID {
 		t.Fatalf("ListAPIKeys = %+v, %v; want newer then older", keys, err)
 	}
-	if err := accounts.DeleteAPIKey(ctx, tx, owner.ID, theirs.ID); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
+	if err := accounts.DeleteAPIKey(ctx, tx, owner.Project, theirs.ID); !errors.Is(err, accounts.ErrAPIKeyNotFound) {
 		t.Fatalf("deleting another account's key: %v, want ErrAPIKeyNotFound", err)
 	}
-	if err := accounts.DeleteAPIKey(ctx, tx, owner.ID, older.ID); err != nil {
+	if err := accounts.DeleteAPIKey(ctx, tx, owner.Project, older.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := accounts.DeleteAPIKey(ctx, tx, owner.ID, older.ID); !errors.Is(err, accounts.ErrAPIKeyNotFound) || !errors.Is(err, db.ErrNotFound) {
+	if err := accounts.DeleteAPIKey(ctx, tx, owner.Project, older.ID); !errors.Is(err, accounts.ErrAPIKeyNotFound) || !errors.Is(err, db.ErrNotFound) {
 		t.Fatalf("deleting it again: %v, want ErrAPIKeyNotFound", err)
 	}
-	if keys, err := accounts.ListAPIKeys(ctx, tx, other.ID); err != nil || len(keys) != 1 || keys[0].ID != theirs.ID {
+	if keys, err := accounts.ListAPIKeys(ctx, tx, other.Project); err != nil || len(keys) != 1 || keys[0].ID != theirs.ID {
 		t.Fatalf("the other account's keys: %+v, %v", keys, err)
 	}
 }
@@ -183,7 +183,11 @@ func TestAuthenticateAPIKey(t *testing.T) {
 	ctx := context.Background()
 	create := func(t *testing.T, q db.DB, owner string, k accounts.NewAPIKey) (accounts.APIKey, string) {
 		t.Helper()
-		key, secret, err := accounts.CreateAPIKey(ctx, q, owner, k)
+		project, err := accounts.PersonalProject(ctx, q, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, secret, err := accounts.CreateAPIKey(ctx, q, owner, project, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +204,7 @@ func TestAuthenticateAPIKey(t *testing.T) {
 		if err != nil || h.KeyID != want.KeyID || h.UserID != want.UserID || h.Role != want.Role || !slices.Equal(h.Scopes, want.Scopes) {
 			t.Fatalf("AuthenticateAPIKey = %+v, %v; want %+v", h, err, want)
 		}
-		if keys, err := accounts.ListAPIKeys(ctx, tx, owner.ID); err != nil || keys[0].LastUsedAt == nil {
+		if keys, err := accounts.ListAPIKeys(ctx, tx, owner.Project); err != nil || keys[0].LastUsedAt == nil {
 			t.Fatalf("last use not recorded: %+v, %v", keys, err)
 		}
 	})
@@ -226,7 +230,7 @@ func TestAuthenticateAPIKey(t *testing.T) {
 		past := time.Now().Add(-time.Minute)
 		_, expired := create(t, tx, owner.ID, accounts.NewAPIKey{Name: "expired", ExpiresAt: &past})
 		revokedKey, revoked := create(t, tx, owner.ID, accounts.NewAPIKey{Name: "revoked"})
-		if err := accounts.DeleteAPIKey(ctx, tx, owner.ID, revokedKey.ID); err != nil {
+		if err := accounts.DeleteAPIKey(ctx, tx, owner.Project, revokedKey.ID); err != nil {
 			t.Fatal(err)
 		}
 		_, disabledOwner := create(t, tx, dbtest.User(t, tx, &dbtest.UserOpts{Disabled: true}).ID, accounts.NewAPIKey{Name: "k"})

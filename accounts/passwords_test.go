@@ -9,7 +9,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchboard/switchboard/accounts"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestCheckNewPassword(t *testing.T) {
@@ -22,6 +22,9 @@ func TestCheckNewPassword(t *testing.T) {
 		{strings.Repeat("é", 36), true}, // 72 bytes
 		{strings.Repeat("x", 73), false},
 		{strings.Repeat("é", 37), false}, // 37 characters, 74 bytes
+		{"1234567", false},
+		{"éééééééé", true}, // 8 characters, 16 bytes
+		{"", false},
 	} {
 		if err := accounts.CheckNewPassword(tc.password); (err == nil) != tc.ok {
 			t.Errorf("CheckNewPassword(%d bytes) = %v, want ok %v", len(tc.password), err, tc.ok)
@@ -32,7 +35,7 @@ func TestCheckNewPassword(t *testing.T) {
 func TestHashPassword(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ cost, want int }{{4, 4}, {0, bcrypt.DefaultCost}} {
-		hash, err := accounts.HashPassword("correct horse", tc.cost)
+		hash, err := accounts.NewPasswords(accounts.PasswordOptions{Cost: tc.cost}).Hash(context.Background(), "correct horse")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +51,8 @@ func TestHashPassword(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	hash, err := accounts.HashPassword("correct horse", 4)
+	passwords := accounts.NewPasswords(accounts.PasswordOptions{Cost: 4})
+	hash, err := passwords.Hash(ctx, "correct horse")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func TestAuthenticate(t *testing.T) {
 	user := dbtest.User(t, tx, &dbtest.UserOpts{Email: "login@example.com", PasswordHash: hash})
 	dbtest.User(t, tx, &dbtest.UserOpts{Email: "off@example.com", PasswordHash: hash, Disabled: true})
 
-	if u, err := accounts.Authenticate(ctx, tx, " LOGIN@example.com", "correct horse"); err != nil || u.ID != user.ID {
+	if u, err := passwords.Authenticate(ctx, tx, " LOGIN@example.com", "correct horse"); err != nil || u.ID != user.ID {
 		t.Fatalf("right password: %+v, %v", u, err)
 	}
 	for _, tc := range []struct {
@@ -69,7 +73,7 @@ func TestAuthenticate(t *testing.T) {
 		{"disabled", "off@example.com", "correct horse", accounts.ErrAccountDisabled},
 		{"disabled, wrong password: says nothing of the account", "off@example.com", "wrong horse", accounts.ErrWrongPassword},
 	} {
-		if _, err := accounts.Authenticate(ctx, tx, tc.email, tc.password); !errors.Is(err, tc.want) {
+		if _, err := passwords.Authenticate(ctx, tx, tc.email, tc.password); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}

@@ -19,12 +19,15 @@ type User struct {
 	Role      string
 	Disabled  bool
 	CreatedAt time.Time
+	// TokenGeneration is what the account's tokens carry: it goes up when
+	// every session of the account is ended (EndSessions).
+	TokenGeneration int
 }
 
-const userColumns = "id::text, email, role, disabled_at IS NOT NULL, created_at"
+const userColumns = "id::text, email, role, disabled_at IS NOT NULL, created_at, token_generation"
 
 func scanUser(row pgx.Row, u *User, extra ...any) error {
-	return row.Scan(append([]any{&u.ID, &u.Email, &u.Role, &u.Disabled, &u.CreatedAt}, extra...)...)
+	return row.Scan(append([]any{&u.ID, &u.Email, &u.Role, &u.Disabled, &u.CreatedAt, &u.TokenGeneration}, extra...)...)
 }
 
 // CreateUser stores a new account with the user role; email must be

@@ -11,7 +11,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestCreateUser(t *testing.T) {

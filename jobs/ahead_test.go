@@ -9,7 +9,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // aheadBundle is setup with a River client that has InsertAvailable, and a
@@ -117,7 +117,7 @@ func TestWithdrawAhead(t *testing.T) {
 		b, c := aheadBundle(t)
 		task, tick := b.aheadTask(t)
 		b.claimAhead(t, c, task.ID, tick)
-		if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Active: new(false)}, false); err != nil {
+		if _, err := UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Active: new(false)}, false); err != nil {
 			t.Fatal(err)
 		}
 		if runs := b.runs(t, task.ID); len(runs) != 0 {
@@ -138,7 +138,7 @@ func TestWithdrawAhead(t *testing.T) {
 		b, c := aheadBundle(t)
 		task, tick := b.aheadTask(t)
 		first := b.claimAhead(t, c, task.ID, tick)
-		if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{MaxAttempts: new(7)}, false); err != nil {
+		if _, err := UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{MaxAttempts: new(7)}, false); err != nil {
 			t.Fatal(err)
 		}
 		if got := b.get(t, task.ID); !got.NextRunAt.Equal(tick) || got.RunCount != 0 {
@@ -172,7 +172,7 @@ func TestWithdrawAhead(t *testing.T) {
 		if _, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1 WHERE kind = 'task_run'`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Active: new(false)}, false); err != nil {
+		if _, err := UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Active: new(false)}, false); err != nil {
 			t.Fatal(err)
 		}
 		if runs := b.runs(t, task.ID); len(runs) != 1 || runs[0].ID != run.ID {

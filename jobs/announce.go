@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 )
 
-// OwnedRun is a run whose status changed, with its owner: the user its
-// task.run.* event goes to.
+// OwnedRun is a run whose status changed, with the project its task
+// belongs to: the project whose stream its task.run.* event goes to.
 type OwnedRun struct {
-	Run     Run
-	OwnerID string
+	Run       Run
+	ProjectID string
 	// Ended is the attempt whose recorded outcome made this change (a run
 	// worker's announcement); nil for any other.
 	Ended *EndedAttempt
@@ -40,7 +40,7 @@ type AnnouncerOptions struct {
 // switchboard_run_queue_wait_seconds and, for a tick, in
 // switchboard_task_due_lag_seconds; an ended attempt in
 // switchboard_run_duration_seconds) and publishes task.run.<status>
-// (EventName) to the run's owner. Every transition a user is told of goes
+// (EventName) to the stream of the run's project. Every transition a user is told of goes
 // through one: a claim's, an API call's, a worker's, a rescue's, a
 // reconcile's. A nil *Announcer announces nothing.
 type Announcer struct {
@@ -57,12 +57,12 @@ func NewAnnouncer(opts AnnouncerOptions) *Announcer {
 // realtime bus's append batch).
 const announceAtOnce = 500
 
-// Announce counts the runs' new statuses and publishes each to its owner,
+// Announce counts the runs' new statuses and publishes each to its project,
 // and returns once every publish was answered; a failed one is logged
 // (unless ctx ended). The publishes wait together, not one after another:
 // a publisher that stores its events (the realtime bus) takes them into
 // one append, where a loop waited a commit for each (a claim of 100 runs
-// spent 100 appends announcing them). Their order in the owner's stream
+// spent 100 appends announcing them). Their order in the project's stream
 // is therefore not the order of runs; two calls keep theirs. A
 // publisher's panic is raised again in the caller, once every other
 // publish was answered, where a recover of the caller's sees it.
@@ -109,7 +109,7 @@ func (a *Announcer) count(runs []OwnedRun) {
 }
 
 func (a *Announcer) publish(ctx context.Context, r OwnedRun) {
-	if err := a.opts.Publisher.PublishUser(ctx, r.OwnerID, EventName(r.Run.Status), r.Run); err != nil && ctx.Err() == nil {
+	if err := a.opts.Publisher.PublishProject(ctx, r.ProjectID, EventName(r.Run.Status), r.Run); err != nil && ctx.Err() == nil {
 		a.opts.Logger.WarnContext(ctx, "publish run event", "run_id", r.Run.ID, "status", r.Run.Status, "error", err)
 	}
 }

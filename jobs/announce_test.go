@@ -30,7 +30,7 @@ type gatePublisher struct {
 	all    chan struct{}
 }
 
-func (g *gatePublisher) PublishUser(_ context.Context, user, event string, payload any) error {
+func (g *gatePublisher) PublishProject(_ context.Context, user, event string, payload any) error {
 	run := payload.(Run)
 	g.mu.Lock()
 	g.seen = append(g.seen, user+" "+event+" "+run.ID)
@@ -57,8 +57,8 @@ func TestAnnounce(t *testing.T) {
 	runs := make([]OwnedRun, n)
 	var want []string
 	for i := range runs {
-		runs[i] = OwnedRun{Run: Run{ID: fmt.Sprintf("run-%d", i), Status: StatusQueued}, OwnerID: fmt.Sprintf("user-%d", i%3)}
-		want = append(want, fmt.Sprintf("user-%d task.run.queued run-%d", i%3, i))
+		runs[i] = OwnedRun{Run: Run{ID: fmt.Sprintf("run-%d", i), Status: StatusQueued}, ProjectID: fmt.Sprintf("project-%d", i%3)}
+		want = append(want, fmt.Sprintf("project-%d task.run.queued run-%d", i%3, i))
 	}
 	var logs bytes.Buffer
 	NewAnnouncer(AnnouncerOptions{Publisher: pub, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Announce(context.Background(), runs...)
@@ -78,7 +78,7 @@ func TestAnnounce(t *testing.T) {
 
 type panicPublisher struct{ calls atomic.Int32 }
 
-func (p *panicPublisher) PublishUser(context.Context, string, string, any) error {
+func (p *panicPublisher) PublishProject(context.Context, string, string, any) error {
 	if p.calls.Add(1) == 2 {
 		panic("publisher bug")
 	}

@@ -26,12 +26,12 @@ type Attempt struct {
 	ResponseExcerpt *string    `json:"response_excerpt"`
 }
 
-// ListAttempts returns every attempt of a run of the owner's task, first
+// ListAttempts returns every attempt of a run of the project's task, first
 // first. An attempt is written to task_run_attempts once, when it ends;
 // the attempt in progress is the run's own (running, attempt, started_at)
 // and is listed as running.
-func ListAttempts(ctx context.Context, q db.DB, ownerID, runID string) ([]Attempt, error) {
-	if _, err := GetRun(ctx, q, ownerID, runID); err != nil {
+func ListAttempts(ctx context.Context, q db.DB, projectID, runID string) ([]Attempt, error) {
+	if _, err := GetRun(ctx, q, projectID, runID); err != nil {
 		return nil, err
 	}
 	rows, err := q.Query(ctx, `

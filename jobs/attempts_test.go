@@ -21,7 +21,7 @@ func TestAttemptRecords(t *testing.T) {
 	}
 	list := func(t *testing.T, b *testBundle, runID string) []Attempt {
 		t.Helper()
-		got, err := ListAttempts(ctx, b.pool, b.owner, runID)
+		got, err := ListAttempts(ctx, b.pool, b.project, runID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func TestAttemptRecords(t *testing.T) {
 	newRun := func(t *testing.T, b *testBundle) Run {
 		t.Helper()
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-		run, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		run, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestAttemptRecords(t *testing.T) {
 		b := setup(t)
 		run := newRun(t, b)
 		start(t, b, run.ID, 1)
-		if _, err := CancelRun(ctx, b.pool, b.river, b.owner, run.ID); err != nil {
+		if _, err := CancelRun(ctx, b.pool, b.river, b.project, run.ID); err != nil {
 			t.Fatal(err)
 		}
 		got := list(t, b, run.ID)

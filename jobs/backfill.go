@@ -27,18 +27,18 @@ type BackfillResult struct {
 	Created []Run // runs made now; the others existed already
 }
 
-// Backfill creates one scheduled run per tick of the owner's task in
+// Backfill creates one scheduled run per tick of the project's task in
 // [from, to), in the task's time zone, in one transaction. Ticks that
 // already have a run (claimed, or backfilled before) are left alone: the
 // unique key on (task_id, scheduled_for) of scheduled runs makes a tick run
 // once however often, and wherever, it is backfilled. Overlap skip and
 // buffer_one do not apply (the ticks are asked for); max_concurrency and
 // the one-at-a-time policies still limit how many run at once.
-func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string, from, to time.Time) (BackfillResult, error) {
+func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, taskID string, from, to time.Time) (BackfillResult, error) {
 	if uuid.Validate(taskID) != nil {
 		return BackfillResult{}, db.ErrNotFound
 	}
-	task, err := GetTask(ctx, q, ownerID, taskID)
+	task, err := GetTask(ctx, q, projectID, taskID)
 	if err != nil {
 		return BackfillResult{}, err
 	}

@@ -22,14 +22,14 @@ type CancelResult struct {
 	Changed bool
 }
 
-// CancelRun cancels a queued or running run of the owner's task: the run
+// CancelRun cancels a queued or running run of the project's task: the run
 // row becomes cancelled and its River job is cancelled in the same
 // transaction. A job still queued (available, scheduled, retryable) is
 // finalised at once and never starts; a running job gets the cancellation
 // through River's control notification on whichever node runs it, which
 // cancels the worker's context and so aborts the webhook call. Cancelling a
 // cancelled run changes nothing; a finished one is ErrRunFinished.
-func CancelRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, runID string) (CancelResult, error) {
+func CancelRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, runID string) (CancelResult, error) {
 	if uuid.Validate(runID) != nil {
 		return CancelResult{}, db.ErrNotFound
 	}
@@ -43,13 +43,13 @@ func CancelRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], owner
 	// FinishAttempt, which update the same row.
 	err = tx.QueryRow(ctx, `
 		SELECT r.status FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE r.id = $1 AND t.owner_id = $2 FOR UPDATE OF r`, runID, ownerID).Scan(&status)
+		WHERE r.id = $1 AND t.project_id = $2 FOR UPDATE OF r`, runID, projectID).Scan(&status)
 	if err != nil {
 		return CancelResult{}, db.Translate(err)
 	}
 	switch status {
 	case StatusCancelled:
-		run, err := GetRun(ctx, tx, ownerID, runID)
+		run, err := GetRun(ctx, tx, projectID, runID)
 		return CancelResult{Run: run}, err
 	case StatusSucceeded, StatusFailed:
 		return CancelResult{}, ErrRunFinished

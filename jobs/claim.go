@@ -140,7 +140,7 @@ func (c *Claimer) drain(ctx context.Context) bool {
 
 // claimedTask is a locked due task and the run its tick gets.
 type claimedTask struct {
-	id, owner    string
+	id, project  string
 	overlap      string
 	maxAttempts  int
 	scheduledFor time.Time
@@ -210,7 +210,7 @@ func (c *Claimer) cancelOthers(ctx context.Context, tx pgx.Tx, claimed []claimed
 
 func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT id::text, owner_id::text, schedule, timezone, overlap, max_attempts, next_run_at, now()
+		SELECT id::text, project_id::text, schedule, timezone, overlap, max_attempts, next_run_at, now()
 		FROM tasks
 		-- why: a tick not yet due is claimed only for overlap allow, whose
 		-- run does not depend on what else runs at its tick (see Lead).
@@ -226,7 +226,7 @@ func (c *Claimer) lockDue(ctx context.Context, tx pgx.Tx) ([]claimedTask, error)
 	var spec, tz string
 	var due, now time.Time
 	var ct claimedTask
-	_, err = pgx.ForEachRow(rows, []any{&ct.id, &ct.owner, &spec, &tz, &ct.overlap, &ct.maxAttempts, &due, &now}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ct.id, &ct.project, &spec, &tz, &ct.overlap, &ct.maxAttempts, &due, &now}, func() error {
 		s, err := c.schedule(spec, tz)
 		if err != nil {
 			// Stored schedules were validated; a zone dropped from the
@@ -386,18 +386,18 @@ func (c *Claimer) recordClaim(ctx context.Context, claimed []claimedTask, runs [
 	c.announce(ctx, claimed, runs)
 }
 
-// announce announces the runs of claimed tasks to their owners.
+// announce announces the runs of claimed tasks to their projects.
 func (c *Claimer) announce(ctx context.Context, claimed []claimedTask, runs []Run) {
 	if len(runs) == 0 {
 		return
 	}
-	owners := make(map[string]string, len(claimed))
+	projects := make(map[string]string, len(claimed))
 	for _, ct := range claimed {
-		owners[ct.id] = ct.owner
+		projects[ct.id] = ct.project
 	}
 	owned := make([]OwnedRun, len(runs))
 	for i, r := range runs {
-		owned[i] = OwnedRun{Run: r, OwnerID: owners[r.TaskID]}
+		owned[i] = OwnedRun{Run: r, ProjectID: projects[r.TaskID]}
 	}
 	c.opts.Announcer.Announce(ctx, owned...)
 }

@@ -33,10 +33,11 @@ func runInsertOpts(maxAttempts int) *river.InsertOpts {
 	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: maxAttempts}
 }
 
-// Publisher delivers an event to one user's sockets. The realtime bus
-// implements it (workers.Publisher is a superset).
+// Publisher delivers an event to the stream of one project, which every
+// member's sockets follow. The realtime bus implements it
+// (workers.Publisher is a superset).
 type Publisher interface {
-	PublishUser(ctx context.Context, userID, event string, payload any) error
+	PublishProject(ctx context.Context, projectID, event string, payload any) error
 }
 
 // EventName is the realtime event announcing a run's new status.

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/migrations"
 )
 
@@ -20,6 +20,8 @@ type testBundle struct {
 	pool  *pgxpool.Pool
 	river *river.Client[pgx.Tx]
 	owner string
+	// project is owner's personal project.
+	project string
 }
 
 // setup gives a test its own database (claims see every due task in it),
@@ -31,13 +33,14 @@ func setup(t *testing.T) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{pool: pool, river: client, owner: dbtest.User(t, pool, nil).ID}
+	u := dbtest.User(t, pool, nil)
+	return &testBundle{pool: pool, river: client, owner: u.ID, project: u.Project}
 }
 
 // task creates an active publish task due at its first tick; mods adjust it.
 func (b *testBundle) task(t *testing.T, mods ...func(*Task)) Task {
 	t.Helper()
-	task := Task{OwnerID: b.owner, Name: "tick", Schedule: new("@every 1s"), Active: true,
+	task := Task{OwnerID: b.owner, ProjectID: b.project, Name: "tick", Schedule: new("@every 1s"), Active: true,
 		Action: Action{Type: ActionPublish, Event: "tick"}}
 	for _, m := range mods {
 		m(&task)
@@ -62,7 +65,7 @@ func (b *testBundle) dueAt(t *testing.T, id string, at time.Time) {
 
 func (b *testBundle) get(t *testing.T, id string) Task {
 	t.Helper()
-	task, err := GetTask(context.Background(), b.pool, b.owner, id)
+	task, err := GetTask(context.Background(), b.pool, b.project, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +74,7 @@ func (b *testBundle) get(t *testing.T, id string) Task {
 
 func (b *testBundle) runs(t *testing.T, taskID string) []Run {
 	t.Helper()
-	runs, _, err := ListRuns(context.Background(), b.pool, b.owner, taskID, Page{Limit: MaxLimit})
+	runs, _, err := ListRuns(context.Background(), b.pool, b.project, taskID, Page{Limit: MaxLimit})
 	if err != nil {
 		t.Fatal(err)
 	}

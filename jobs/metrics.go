@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.runs, m.batch, m.lag, m.skipped, m.due, m.oldestDue, m.duration, m.queueWait, m.webhook)
 	// Export every series from the start, at zero.
-	for _, s := range []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled} {
+	for _, s := range RunStatuses {
 		m.runs.WithLabelValues(s)
 	}
 	m.skipped.WithLabelValues("missed")

@@ -19,7 +19,7 @@ func TestClaimMetrics(t *testing.T) {
 	missed := b.task(t, func(t *Task) { t.Schedule = new("@every 1m") })
 	b.dueAt(t, missed.ID, time.Now().Add(-time.Hour).Truncate(time.Second))
 	busy := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
-	if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, busy.ID); err != nil {
+	if _, err := TriggerRun(ctx, b.pool, b.river, b.project, busy.ID); err != nil {
 		t.Fatal(err)
 	}
 	b.dueAt(t, busy.ID, time.Now().Add(-time.Second))

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // insertRunningJob puts a job in River's table as if node had fetched it.
@@ -46,8 +46,8 @@ func TestNodeJobsRescue(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-		retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
-		spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		retried, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
+		spent, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		for _, id := range []string{retried.ID, spent.ID} {
 			if _, err := StartRun(ctx, b.pool, id, 1); err != nil {
 				t.Fatal(err)
@@ -62,7 +62,7 @@ func TestNodeJobsRescue(t *testing.T) {
 			t.Fatalf("rescued %d: %v", n, err)
 		}
 		// Each rescued run tells its owner its new status.
-		if got := events.list(); len(got) != 2 || !slices.Contains(got, b.owner+" task.run.queued "+retried.ID) || !slices.Contains(got, b.owner+" task.run.failed "+spent.ID) {
+		if got := events.list(); len(got) != 2 || !slices.Contains(got, b.project+" task.run.queued "+retried.ID) || !slices.Contains(got, b.project+" task.run.failed "+spent.ID) {
 			t.Fatalf("events of the rescued runs: %v", got)
 		}
 		if s, errs, fin := jobState(t, b.pool, retry); s != "available" || errs != 1 || fin {
@@ -80,7 +80,7 @@ func TestNodeJobsRescue(t *testing.T) {
 			t.Fatalf("error recorded on the rescued job: %q", msg)
 		}
 		for id, want := range map[string]string{retried.ID: StatusQueued, spent.ID: StatusFailed} {
-			if r, err := GetRun(ctx, b.pool, b.owner, id); err != nil || r.Status != want {
+			if r, err := GetRun(ctx, b.pool, b.project, id); err != nil || r.Status != want {
 				t.Fatalf("run %s: %+v %v, want %s", id, r, err, want)
 			}
 		}
@@ -90,7 +90,7 @@ func TestNodeJobsRescue(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-		run, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		run, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if _, err := StartRun(ctx, b.pool, run.ID, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -144,8 +144,13 @@ func TestNodeJobsWork(t *testing.T) {
 		t.Fatalf("empty: %+v %v", w, err)
 	}
 	insertRunningJob(t, tx, `{}`, "node-a", 1, 3)
+	// Two statements: the account's personal project is made at the end of
+	// the statement that makes it.
+	if _, err := tx.Exec(ctx, `INSERT INTO users (email, password_hash) VALUES ('backlog@example.com', 'x')`); err != nil {
+		t.Fatal(err)
+	}
 	_, err = tx.Exec(ctx, `
-		WITH u AS (INSERT INTO users (email, password_hash) VALUES ('backlog@example.com', 'x') RETURNING id)
+		WITH u AS (SELECT id FROM users WHERE email = 'backlog@example.com')
 		INSERT INTO tasks (owner_id, name, schedule, action, signing_secret, active, next_run_at)
 		SELECT u.id, n.name, '@every 1s', '{"type":"publish","event":"x"}', 'whsec_x', n.active, now() + n.due
 		FROM u, (VALUES ('late', true, interval '-5 seconds'), ('later', true, interval '-1 second'),
@@ -168,7 +173,7 @@ type recordedEvents struct {
 	events []string
 }
 
-func (e *recordedEvents) PublishUser(_ context.Context, userID, event string, payload any) error {
+func (e *recordedEvents) PublishProject(_ context.Context, userID, event string, payload any) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	id := ""

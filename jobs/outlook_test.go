@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // outlooks records what a claim loop's looks found.
@@ -86,13 +86,13 @@ func TestOutlookTellsOfJobs(t *testing.T) {
 		t.Fatalf("a task due within the hour: %+v", o)
 	}
 	later := time.Now().Add(time.Hour)
-	if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{OwnerID: b.owner, TaskID: task.ID, RunAt: &later}); err != nil {
+	if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID, RunAt: &later}); err != nil {
 		t.Fatal(err)
 	}
 	if o := look(); o.Available || o.Job <= 50*time.Minute || o.Job > time.Hour {
 		t.Fatalf("a run delayed by an hour: %+v", o)
 	}
-	if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
+	if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); err != nil {
 		t.Fatal(err)
 	}
 	if o := look(); !o.Available {

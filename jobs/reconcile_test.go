@@ -13,7 +13,7 @@ func TestReconcileOrphanedRuns(t *testing.T) {
 	task := b.task(t, func(t *Task) { t.Schedule = nil; t.Overlap = OverlapAllow })
 	trigger := func() Run {
 		t.Helper()
-		r, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		r, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestReconcileOrphanedRuns(t *testing.T) {
 		t.Fatalf("reconciled %d runs, want %d: %+v", len(got), len(want), got)
 	}
 	for _, rr := range got {
-		if rr.Run.Status != want[rr.Run.ID] || rr.OwnerID != b.owner || rr.Run.FinishedAt == nil || rr.Run.Error == nil {
+		if rr.Run.Status != want[rr.Run.ID] || rr.ProjectID != b.project || rr.Run.FinishedAt == nil || rr.Run.Error == nil {
 			t.Errorf("run %s: %s (%v), want %s", rr.Run.ID, rr.Run.Status, rr.Run.Error, want[rr.Run.ID])
 		}
 		if n := b.count(t, `SELECT count(*) FROM task_run_attempts WHERE run_id = $1 AND status = 'interrupted' AND finished_at IS NOT NULL`, rr.Run.ID); n != 1 {
@@ -63,7 +63,7 @@ func TestReconcileOrphanedRuns(t *testing.T) {
 		}
 	}
 	for _, r := range []Run{live, fresh} {
-		if g, _ := GetRun(ctx, b.pool, b.owner, r.ID); g.FinishedAt != nil {
+		if g, _ := GetRun(ctx, b.pool, b.project, r.ID); g.FinishedAt != nil {
 			t.Errorf("a run with a live job was reconciled: %+v", g)
 		}
 	}
@@ -75,7 +75,7 @@ func TestReconcileOrphanedRuns(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = nil })
-		r, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		r, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,13 +85,13 @@ func TestReconcileOrphanedRuns(t *testing.T) {
 		if _, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE args->>'run_id' = $1`, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); !errors.Is(err, ErrRunActive) {
+		if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); !errors.Is(err, ErrRunActive) {
 			t.Fatalf("trigger while the orphan blocks: %v", err)
 		}
 		if _, err := ReconcileOrphanedRuns(ctx, b.pool, 100); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
+		if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); err != nil {
 			t.Fatalf("trigger after reconciling: %v", err)
 		}
 	})

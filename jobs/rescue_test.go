@@ -13,9 +13,9 @@ func TestRunsRescued(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-	retried, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
-	spent, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
-	done, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	retried, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
+	spent, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
+	done, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 	for _, id := range []string{retried.ID, spent.ID} {
 		if _, err := StartRun(ctx, b.pool, id, 2); err != nil {
 			t.Fatal(err)
@@ -31,8 +31,8 @@ func TestRunsRescued(t *testing.T) {
 		t.Fatalf("rescued %d: %v", len(changed), err)
 	}
 	for _, c := range changed {
-		if c.OwnerID != b.owner || (c.Run.ID == retried.ID) != (c.Run.Status == StatusQueued) {
-			t.Fatalf("changed run %+v of owner %s", c.Run, c.OwnerID)
+		if c.ProjectID != b.project || (c.Run.ID == retried.ID) != (c.Run.Status == StatusQueued) {
+			t.Fatalf("changed run %+v of project %s", c.Run, c.ProjectID)
 		}
 	}
 	for _, tc := range []struct {
@@ -43,7 +43,7 @@ func TestRunsRescued(t *testing.T) {
 		{spent.ID, StatusFailed, "node node-a stopped while running attempt 2; no attempts left", true},
 		{done.ID, StatusSucceeded, "", false},
 	} {
-		r, err := GetRun(ctx, b.pool, b.owner, tc.id)
+		r, err := GetRun(ctx, b.pool, b.project, tc.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestLateWorkerCannotOverwriteALaterAttempt(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-	run, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+	run, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 	if _, err := StartRun(ctx, b.pool, run.ID, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestLateWorkerCannotOverwriteALaterAttempt(t *testing.T) {
 	if !errors.Is(err, db.ErrNotFound) {
 		t.Fatalf("late attempt 1 recorded: %v", err)
 	}
-	if r, err := GetRun(ctx, b.pool, b.owner, run.ID); err != nil || r.Status != StatusRunning || r.Attempt != 2 {
+	if r, err := GetRun(ctx, b.pool, b.project, run.ID); err != nil || r.Status != StatusRunning || r.Attempt != 2 {
 		t.Fatalf("run after the late worker: %+v %v", r, err)
 	}
 	if _, err := FinishAttempt(ctx, b.pool, run.ID, Outcome{Attempt: 2, Status: StatusSucceeded, HTTPStatus: 200}); err != nil {

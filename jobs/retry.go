@@ -20,7 +20,7 @@ var ErrRunNotRetryable = fmt.Errorf("%w: only a failed or cancelled run can be r
 // the same input, linked to it by retry_of. A run is retried once: asking
 // again within the idempotency window answers the same retry (Replayed);
 // to try again after the retry failed, retry the retry.
-func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, runID string) (TriggerResult, error) {
+func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, runID string) (TriggerResult, error) {
 	if uuid.Validate(runID) != nil {
 		return TriggerResult{}, db.ErrNotFound
 	}
@@ -28,7 +28,7 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerI
 	var payload json.RawMessage
 	err := q.QueryRow(ctx, `
 		SELECT r.status, r.task_id::text, r.payload FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE r.id = $1 AND t.owner_id = $2`, runID, ownerID).Scan(&status, &taskID, &payload)
+		WHERE r.id = $1 AND t.project_id = $2`, runID, projectID).Scan(&status, &taskID, &payload)
 	if err != nil {
 		return TriggerResult{}, db.Translate(err)
 	}
@@ -36,7 +36,7 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerI
 		return TriggerResult{}, ErrRunNotRetryable
 	}
 	return Trigger(ctx, q, client, TriggerRequest{
-		OwnerID: ownerID, TaskID: taskID, Payload: payload, RetryOf: runID,
+		ProjectID: projectID, TaskID: taskID, Payload: payload, RetryOf: runID,
 		IdempotencyKey: retryKeyPrefix + runID,
 	})
 }

@@ -14,15 +14,6 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-// Run statuses.
-const (
-	StatusQueued    = "queued"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-)
-
 // Run triggers.
 const (
 	TriggerSchedule = "schedule"
@@ -64,42 +55,42 @@ func runDest(r *Run) []any {
 // skip and one of its runs is queued or running. It wraps db.ErrConflict.
 var ErrRunActive = fmt.Errorf("%w: a run of this task is already queued or running (overlap is skip)", db.ErrConflict)
 
-// TriggerRun creates a manual run of the owner's task, without input; see
+// TriggerRun creates a manual run of the project's task, without input; see
 // Trigger.
-func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], ownerID, taskID string) (Run, error) {
-	res, err := Trigger(ctx, q, client, TriggerRequest{OwnerID: ownerID, TaskID: taskID})
+func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, taskID string) (Run, error) {
+	res, err := Trigger(ctx, q, client, TriggerRequest{ProjectID: projectID, TaskID: taskID})
 	return res.Run, err
 }
 
-// GetRun returns a run of one of the owner's tasks.
-func GetRun(ctx context.Context, q db.DB, ownerID, id string) (Run, error) {
+// GetRun returns a run of one of the project's tasks.
+func GetRun(ctx context.Context, q db.DB, projectID, id string) (Run, error) {
 	if uuid.Validate(id) != nil {
 		return Run{}, db.ErrNotFound
 	}
 	var r Run
 	err := q.QueryRow(ctx, `
 		SELECT `+runColumns+` FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE r.id = $1 AND t.owner_id = $2`, id, ownerID).Scan(runDest(&r)...)
+		WHERE r.id = $1 AND t.project_id = $2`, id, projectID).Scan(runDest(&r)...)
 	return r, db.Translate(err)
 }
 
-// ListRuns returns a page of the runs of the owner's task, newest first.
-func ListRuns(ctx context.Context, q db.DB, ownerID, taskID string, p Page) ([]Run, string, error) {
-	return ListRunsWhere(ctx, q, ownerID, RunFilter{TaskID: taskID}, p)
+// ListRuns returns a page of the runs of the project's task, newest first.
+func ListRuns(ctx context.Context, q db.DB, projectID, taskID string, p Page) ([]Run, string, error) {
+	return ListRunsWhere(ctx, q, projectID, RunFilter{TaskID: taskID}, p)
 }
 
 // RunFilter narrows a run listing; zero fields do not filter.
 type RunFilter struct {
-	TaskID string // one task's runs (it must be the owner's); "": all the owner's
+	TaskID string // one task's runs (it must be the project's); "": all the project's
 	Status string // one status, e.g. StatusFailed for the dead-letter view
 }
 
-// listRunsSQL is the page query of ListRunsWhere: $1 owner, ($2, $3) the
+// listRunsSQL is the page query of ListRunsWhere: $1 project, ($2, $3) the
 // cursor, $4 the limit, $5 and $6 the filter (see RunFilter.where).
 func listRunsSQL(f RunFilter) string {
 	return `
 		SELECT ` + runColumns + ` FROM task_runs r JOIN tasks t ON t.id = r.task_id
-		WHERE t.owner_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)` + f.where() + `
+		WHERE t.project_id = $1 AND (r.created_at, r.id) < ($2, $3::uuid)` + f.where() + `
 		ORDER BY r.created_at DESC, r.id DESC
 		LIMIT $4`
 }
@@ -126,19 +117,19 @@ func (f RunFilter) where() string {
 	return w
 }
 
-// ListRunsWhere returns a page of the owner's runs that match f, newest
+// ListRunsWhere returns a page of the project's runs that match f, newest
 // first.
-func ListRunsWhere(ctx context.Context, q db.DB, ownerID string, f RunFilter, p Page) ([]Run, string, error) {
+func ListRunsWhere(ctx context.Context, q db.DB, projectID string, f RunFilter, p Page) ([]Run, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
 	}
 	if f.TaskID != "" {
-		if _, err := GetTask(ctx, q, ownerID, f.TaskID); err != nil {
+		if _, err := GetTask(ctx, q, projectID, f.TaskID); err != nil {
 			return nil, "", err
 		}
 	}
-	rows, err := q.Query(ctx, listRunsSQL(f), ownerID, c.createdAt, c.id, p.limit()+1, f.TaskID, f.Status)
+	rows, err := q.Query(ctx, listRunsSQL(f), projectID, c.createdAt, c.id, p.limit()+1, f.TaskID, f.Status)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}
@@ -240,7 +231,7 @@ func nilIfZero[T comparable](v T) *T {
 }
 
 func taskDest(t *Task) []any {
-	return []any{&t.ID, &t.OwnerID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
+	return []any{&t.ID, &t.OwnerID, &t.ProjectID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
 		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt,
 		&t.PreviousSecretExpiresAt}
 }

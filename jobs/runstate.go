@@ -12,6 +12,18 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
+// Run statuses: the states of the machine below.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// RunStatuses is every run status, in the order a run goes through them.
+var RunStatuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+
 // A run's state machine: every write of task_runs and task_run_attempts.
 //
 //	inserted queued  by a claimed tick (insertTickRuns), a trigger or retry
@@ -350,7 +362,7 @@ func RunsRescued(ctx context.Context, q db.DB, runs []RescuedRun) ([]OwnedRun, e
 				CASE WHEN x.discarded THEN 'no attempts left' ELSE 'retrying on a live node' END)
 		FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(run_id, node, discarded), tasks t
 		WHERE r.id = x.run_id AND r.status IN ('queued', 'running') AND t.id = r.task_id
-		RETURNING `+runColumns+`, t.owner_id::text`, ids, nodes, discarded)
+		RETURNING `+runColumns+`, t.project_id::text`, ids, nodes, discarded)
 	if err != nil {
 		return nil, fmt.Errorf("record rescued runs: %w", err)
 	}
@@ -395,7 +407,7 @@ func ReconcileOrphanedRuns(ctx context.Context, q db.DB, limit int) ([]OwnedRun,
 				ELSE format('reconciled: the run''s job ended %s but its outcome was never recorded', o.state) END
 		FROM orphans o, tasks t
 		WHERE r.id = o.id AND t.id = r.task_id
-		RETURNING `+runColumns+`, t.owner_id::text`, limit, ReconcileGrace.Seconds())
+		RETURNING `+runColumns+`, t.project_id::text`, limit, ReconcileGrace.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("reconcile runs: %w", err)
 	}
@@ -454,5 +466,5 @@ func scanRun(row pgx.CollectableRow) (Run, error) {
 
 func scanOwnedRun(row pgx.CollectableRow) (OwnedRun, error) {
 	var rr OwnedRun
-	return rr, row.Scan(append(runDest(&rr.Run), &rr.OwnerID)...)
+	return rr, row.Scan(append(runDest(&rr.Run), &rr.ProjectID)...)
 }

@@ -22,7 +22,7 @@ func TestRunWriter(t *testing.T) {
 		const runs = 60
 		ids := make([]string, runs)
 		for i := range ids {
-			r, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+			r, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,8 +68,8 @@ func TestRunWriter(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow; t.MaxConcurrency = new(1) })
-		first, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
-		second, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		first, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
+		second, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		w := NewRunWriter(RunWriterOptions{DB: b.pool})
 		if _, err := w.StartRun(ctx, first.ID, 1); err != nil {
 			t.Fatal(err)
@@ -83,8 +83,8 @@ func TestRunWriter(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
-		rescued, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
-		cancelled, _ := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		rescued, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
+		cancelled, _ := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		w := NewRunWriter(RunWriterOptions{DB: b.pool})
 		for _, id := range []string{rescued.ID, cancelled.ID} {
 			if _, err := w.StartRun(ctx, id, 1); err != nil {
@@ -97,7 +97,7 @@ func TestRunWriter(t *testing.T) {
 		if _, err := w.StartRun(ctx, rescued.ID, 2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := CancelRun(ctx, b.pool, b.river, b.owner, cancelled.ID); err != nil {
+		if _, err := CancelRun(ctx, b.pool, b.river, b.project, cancelled.ID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := w.FinishAttempt(ctx, rescued.ID, Outcome{Attempt: 1, Status: StatusSucceeded}); !errors.Is(err, db.ErrNotFound) {
@@ -109,10 +109,10 @@ func TestRunWriter(t *testing.T) {
 		if _, err := w.StartRun(ctx, cancelled.ID, 2); !errors.Is(err, db.ErrNotFound) {
 			t.Fatalf("cancelled run started again: %v", err)
 		}
-		if r, _ := GetRun(ctx, b.pool, b.owner, rescued.ID); r.Status != StatusRunning || r.Attempt != 2 {
+		if r, _ := GetRun(ctx, b.pool, b.project, rescued.ID); r.Status != StatusRunning || r.Attempt != 2 {
 			t.Fatalf("rescued run after the late worker: %+v", r)
 		}
-		if r, _ := GetRun(ctx, b.pool, b.owner, cancelled.ID); r.Status != StatusCancelled {
+		if r, _ := GetRun(ctx, b.pool, b.project, cancelled.ID); r.Status != StatusCancelled {
 			t.Fatalf("cancelled run: %+v", r)
 		}
 	})

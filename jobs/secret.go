@@ -17,13 +17,13 @@ const DefaultSecretOverlap = 24 * time.Hour
 // MaxSecretOverlap bounds a rotation's overlap.
 const MaxSecretOverlap = 30 * 24 * time.Hour
 
-// RotateSigningSecret gives the owner's task a new signing secret. The one
+// RotateSigningSecret gives the project's task a new signing secret. The one
 // it replaces keeps signing webhook calls beside it until previousUntil
 // (nil: DefaultSecretOverlap from now; a time already past: it stops at
 // once, as for a leaked secret), so receivers can switch without missing a
 // call. A secret still in the overlap of an earlier rotation is dropped:
 // at most two sign. The returned task carries the new secret.
-func RotateSigningSecret(ctx context.Context, q db.DB, ownerID, id string, previousUntil *time.Time) (Task, error) {
+func RotateSigningSecret(ctx context.Context, q db.DB, projectID, id string, previousUntil *time.Time) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, db.ErrNotFound
 	}
@@ -39,8 +39,8 @@ func RotateSigningSecret(ctx context.Context, q db.DB, ownerID, id string, previ
 	err := scanTask(q.QueryRow(ctx, `
 		UPDATE tasks t SET previous_signing_secret = t.signing_secret, previous_secret_expires_at = $3,
 			signing_secret = $4, updated_at = now()
-		WHERE t.id = $1 AND t.owner_id = $2
-		RETURNING `+taskColumns, id, ownerID, until, secret), &out)
+		WHERE t.id = $1 AND t.project_id = $2
+		RETURNING `+taskColumns, id, projectID, until, secret), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("rotate signing secret: %w", db.Translate(err))
 	}

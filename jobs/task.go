@@ -57,6 +57,7 @@ type Action struct {
 type Task struct {
 	ID             string  `json:"id" format:"uuid"`
 	OwnerID        string  `json:"-"`
+	ProjectID      string  `json:"project_id" format:"uuid" doc:"the project the task belongs to"`
 	Name           string  `json:"name"`
 	Schedule       *string `json:"schedule" nullable:"true" doc:"null: an on-demand task, run only when triggered"`
 	Timezone       string  `json:"timezone"`

@@ -68,7 +68,7 @@ func TestTaskNotice(t *testing.T) {
 		return err
 	})
 	patch := func(p TaskPatch) func() error {
-		return func() error { _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, p, false); return err }
+		return func() error { _, err := UpdateTask(ctx, b.pool, b.project, task.ID, p, false); return err }
 	}
 	step("a later schedule", false, patch(TaskPatch{Schedule: ptr(new("@every 2h"))}))
 	step("pause", false, patch(TaskPatch{Active: new(false)}))

@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard/switchboard/infra/db"
 )
 
-const taskColumns = `t.id::text, t.owner_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
+const taskColumns = `t.id::text, t.owner_id::text, t.project_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
 	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at,
 	CASE WHEN t.previous_secret_expires_at > now() THEN t.previous_secret_expires_at END`
 
@@ -33,7 +33,8 @@ func nextRun(t *Task, now time.Time) (*time.Time, error) {
 	return &n, nil
 }
 
-// CreateTask stores a normalized task for its owner with a new signing
+// CreateTask stores a normalized task in its project (ProjectID; "" for
+// its owner's personal project), made by its owner, with a new signing
 // secret, due at its first tick. The returned task carries the secret.
 func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	next, err := nextRun(&t, time.Now())
@@ -43,10 +44,10 @@ func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	secret := NewSigningSecret()
 	var out Task
 	err = scanTask(q.QueryRow(ctx, `
-		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency, project_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		RETURNING `+taskColumns,
-		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency), &out)
+		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency, nullIfEmpty(t.ProjectID)), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
 	}
@@ -54,30 +55,38 @@ func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
 	return out, nil
 }
 
-// GetTask returns the owner's task; another owner's id is db.ErrNotFound.
-func GetTask(ctx context.Context, q db.DB, ownerID, id string) (Task, error) {
+// nullIfEmpty is s, or NULL for "".
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// GetTask returns the project's task; another project's id is db.ErrNotFound.
+func GetTask(ctx context.Context, q db.DB, projectID, id string) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, db.ErrNotFound
 	}
 	var t Task
-	err := scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.owner_id = $2`, id, ownerID), &t)
+	err := scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.project_id = $2`, id, projectID), &t)
 	return t, db.Translate(err)
 }
 
-// ListTasks returns a page of the owner's tasks, newest first, and the
+// ListTasks returns a page of the project's tasks, newest first, and the
 // cursor of the next page ("" after the last). kind is KindScheduled,
 // KindOnDemand or "" (both).
-func ListTasks(ctx context.Context, q db.DB, ownerID string, p Page, kind string) ([]Task, string, error) {
+func ListTasks(ctx context.Context, q db.DB, projectID string, p Page, kind string) ([]Task, string, error) {
 	c, err := p.decode()
 	if err != nil {
 		return nil, "", err
 	}
 	rows, err := q.Query(ctx, `
 		SELECT `+taskColumns+` FROM tasks t
-		WHERE t.owner_id = $1 AND (t.created_at, t.id) < ($2, $3::uuid)
+		WHERE t.project_id = $1 AND (t.created_at, t.id) < ($2, $3::uuid)
 			AND ($5 = '' OR (t.schedule IS NULL) = ($5 = 'on_demand'))
 		ORDER BY t.created_at DESC, t.id DESC
-		LIMIT $4`, ownerID, c.createdAt, c.id, p.limit()+1, kind)
+		LIMIT $4`, projectID, c.createdAt, c.id, p.limit()+1, kind)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tasks: %w", err)
 	}
@@ -137,11 +146,11 @@ func set[T comparable](dst *T, v *T) bool {
 	return true
 }
 
-// UpdateTask applies a patch to the owner's task. A changed schedule,
+// UpdateTask applies a patch to the project's task. A changed schedule,
 // timezone or active flag recomputes next_run_at from now; other edits keep
 // a pending tick. The row is locked while it is read, checked and written.
 // A patch that changes nothing writes nothing: updated_at stays.
-func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, allowPrivate bool) (Task, error) {
+func UpdateTask(ctx context.Context, q db.DB, projectID, id string, p TaskPatch, allowPrivate bool) (Task, error) {
 	if uuid.Validate(id) != nil {
 		return Task{}, db.ErrNotFound
 	}
@@ -151,7 +160,7 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var t Task
-	err = scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.owner_id = $2 FOR UPDATE`, id, ownerID), &t)
+	err = scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks t WHERE t.id = $1 AND t.project_id = $2 FOR UPDATE`, id, projectID), &t)
 	if err != nil {
 		return Task{}, db.Translate(err)
 	}
@@ -181,9 +190,9 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	err = scanTask(tx.QueryRow(ctx, `
 		UPDATE tasks t SET name = $3, schedule = $4, timezone = $5, action = $6, active = $7, overlap = $8,
 			max_attempts = $9, timeout_seconds = $10, next_run_at = $11, max_concurrency = $12, updated_at = now()
-		WHERE t.id = $1 AND t.owner_id = $2
+		WHERE t.id = $1 AND t.project_id = $2
 		RETURNING `+taskColumns,
-		id, ownerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency), &out)
+		id, projectID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, next, t.MaxConcurrency), &out)
 	if err != nil {
 		return Task{}, fmt.Errorf("update task: %w", db.Translate(err))
 	}
@@ -193,13 +202,13 @@ func UpdateTask(ctx context.Context, q db.DB, ownerID, id string, p TaskPatch, a
 	return out, nil
 }
 
-// DeleteTask removes the owner's task and its runs. Jobs already queued for
+// DeleteTask removes the project's task and its runs. Jobs already queued for
 // its runs find nothing to do.
-func DeleteTask(ctx context.Context, q db.DB, ownerID, id string) error {
+func DeleteTask(ctx context.Context, q db.DB, projectID, id string) error {
 	if uuid.Validate(id) != nil {
 		return db.ErrNotFound
 	}
-	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID)
+	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND project_id = $2`, id, projectID)
 	if err != nil {
 		return fmt.Errorf("delete task: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertest"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestTaskNormalize(t *testing.T) {
@@ -191,7 +191,7 @@ func TestTriggerRun(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.MaxAttempts = 4 })
-		run, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		run, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,10 +208,10 @@ func TestTriggerRun(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
-		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
+		if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); err != nil {
 			t.Fatal(err)
 		}
-		_, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID)
+		_, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID)
 		if !errors.Is(err, ErrRunActive) || !errors.Is(err, db.ErrConflict) {
 			t.Fatalf("second trigger: %v, want ErrRunActive", err)
 		}
@@ -221,7 +221,7 @@ func TestTriggerRun(t *testing.T) {
 		if _, err := b.pool.Exec(ctx, `UPDATE task_runs SET status = 'succeeded'`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
+		if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); err != nil {
 			t.Fatalf("trigger after the run finished: %v", err)
 		}
 	})
@@ -230,7 +230,7 @@ func TestTriggerRun(t *testing.T) {
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow })
 		for range 3 {
-			if _, err := TriggerRun(ctx, b.pool, b.river, b.owner, task.ID); err != nil {
+			if _, err := TriggerRun(ctx, b.pool, b.river, b.project, task.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -260,11 +260,11 @@ func TestListPagination(t *testing.T) {
 		want = append([]string{b.task(t, func(t *Task) { t.Schedule = new("@every 1h"); t.Overlap = OverlapAllow }).ID}, want...)
 	}
 	other := dbtest.User(t, b.pool, nil).ID
-	b.task(t, func(t *Task) { t.OwnerID = other }) // never shows up
+	b.task(t, func(t *Task) { t.OwnerID, t.ProjectID = other, "" }) // never shows up
 	var got []string
 	page := Page{Limit: 3}
 	for {
-		items, next, err := ListTasks(ctx, b.pool, b.owner, page, "")
+		items, next, err := ListTasks(ctx, b.pool, b.project, page, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,23 +279,23 @@ func TestListPagination(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("tasks newest first:\n got %v\nwant %v", got, want)
 	}
-	if _, _, err := ListTasks(ctx, b.pool, b.owner, Page{Cursor: "garbage"}, ""); !errors.Is(err, ErrBadCursor) {
+	if _, _, err := ListTasks(ctx, b.pool, b.project, Page{Cursor: "garbage"}, ""); !errors.Is(err, ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
 	}
 
 	var runs []string
 	for range 5 {
-		r, err := TriggerRun(ctx, b.pool, b.river, b.owner, want[0])
+		r, err := TriggerRun(ctx, b.pool, b.river, b.project, want[0])
 		if err != nil {
 			t.Fatal(err)
 		}
 		runs = append([]string{r.ID}, runs...)
 	}
-	items, next, err := ListRuns(ctx, b.pool, b.owner, want[0], Page{Limit: 4})
+	items, next, err := ListRuns(ctx, b.pool, b.project, want[0], Page{Limit: 4})
 	if err != nil || len(items) != 4 || next == "" {
 		t.Fatalf("first page: %d items, next %q, %v", len(items), next, err)
 	}
-	rest, next2, err := ListRuns(ctx, b.pool, b.owner, want[0], Page{Limit: 4, Cursor: next})
+	rest, next2, err := ListRuns(ctx, b.pool, b.project, want[0], Page{Limit: 4, Cursor: next})
 	if err != nil || len(rest) != 1 || next2 != "" {
 		t.Fatalf("second page: %d items, next %q, %v", len(rest), next2, err)
 	}
@@ -315,18 +315,18 @@ func TestUpdateTask(t *testing.T) {
 	b.dueAt(t, task.ID, due)
 
 	name := "renamed"
-	got, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Name: &name}, false)
+	got, err := UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Name: &name}, false)
 	if err != nil || got.Name != name || !got.NextRunAt.Equal(due) {
 		t.Fatalf("rename: %v; next %v (a pending tick must survive an unrelated edit)", err, got.NextRunAt)
 	}
 	for pname, noop := range map[string]TaskPatch{"empty": {}, "same values": {Name: &name, Schedule: &task.Schedule}} {
-		same, err := UpdateTask(ctx, b.pool, b.owner, task.ID, noop, false)
+		same, err := UpdateTask(ctx, b.pool, b.project, task.ID, noop, false)
 		if err != nil || !same.UpdatedAt.Equal(got.UpdatedAt) || !b.get(t, task.ID).UpdatedAt.Equal(got.UpdatedAt) || !same.NextRunAt.Equal(due) {
 			t.Fatalf("%s patch: %v; updated_at %v, was %v", pname, err, same.UpdatedAt, got.UpdatedAt)
 		}
 	}
 	sched, tz := "0 9 * * *", "Asia/Tokyo"
-	got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&sched), Timezone: &tz}, false)
+	got, err = UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Schedule: new(&sched), Timezone: &tz}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,11 +334,11 @@ func TestUpdateTask(t *testing.T) {
 		t.Fatalf("new schedule: next %v, want 09:00 Tokyo", got.NextRunAt)
 	}
 	off := false
-	if got, err = UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Active: &off}, false); err != nil || got.NextRunAt != nil || got.Active {
+	if got, err = UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Active: &off}, false); err != nil || got.NextRunAt != nil || got.Active {
 		t.Fatalf("deactivate: %v, next %v", err, got.NextRunAt)
 	}
 	bad := "nope"
-	if _, err := UpdateTask(ctx, b.pool, b.owner, task.ID, TaskPatch{Schedule: new(&bad)}, false); err == nil {
+	if _, err := UpdateTask(ctx, b.pool, b.project, task.ID, TaskPatch{Schedule: new(&bad)}, false); err == nil {
 		t.Fatal("bad schedule accepted")
 	}
 	if got := b.get(t, task.ID); *got.Schedule != sched {
@@ -351,10 +351,10 @@ func TestUpdateTask(t *testing.T) {
 	if err := DeleteTask(ctx, b.pool, other, task.ID); !errors.Is(err, db.ErrNotFound) {
 		t.Fatalf("another owner's delete: %v", err)
 	}
-	if err := DeleteTask(ctx, b.pool, b.owner, task.ID); err != nil {
+	if err := DeleteTask(ctx, b.pool, b.project, task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := GetTask(ctx, b.pool, b.owner, task.ID); !errors.Is(err, db.ErrNotFound) {
+	if _, err := GetTask(ctx, b.pool, b.project, task.ID); !errors.Is(err, db.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 }

@@ -31,7 +31,7 @@ const (
 
 // TriggerRequest asks for one manual run of a task.
 type TriggerRequest struct {
-	OwnerID, TaskID string
+	ProjectID, TaskID string
 	// Payload replaces the action's body (webhook) or payload (publish)
 	// for this run; nil keeps the task's.
 	Payload json.RawMessage
@@ -84,7 +84,7 @@ func (r *TriggerRequest) validate(now time.Time) error {
 	return nil
 }
 
-// Trigger creates a manual run of the owner's task and its River job in one
+// Trigger creates a manual run of the project's task and its River job in one
 // transaction. The task row is locked first, so the overlap check and the
 // insert cannot interleave with a claim or another trigger. With an
 // idempotency key, the key is claimed (INSERT … ON CONFLICT on its primary
@@ -104,7 +104,7 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var maxAttempts int
 	var overlap string
-	err = tx.QueryRow(ctx, `SELECT max_attempts, overlap FROM tasks WHERE id = $1 AND owner_id = $2 FOR UPDATE`, req.TaskID, req.OwnerID).
+	err = tx.QueryRow(ctx, `SELECT max_attempts, overlap FROM tasks WHERE id = $1 AND project_id = $2 FOR UPDATE`, req.TaskID, req.ProjectID).
 		Scan(&maxAttempts, &overlap)
 	if err != nil {
 		return TriggerResult{}, db.Translate(err)
@@ -116,7 +116,7 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 			return TriggerResult{}, err
 		}
 		if first != runID {
-			run, err := GetRun(ctx, tx, req.OwnerID, first)
+			run, err := GetRun(ctx, tx, req.ProjectID, first)
 			return TriggerResult{Run: run, Replayed: true}, err
 		}
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/migrations"
 )
 

@@ -251,8 +251,8 @@ func (b *Bus) Stop() { b.base.Stop() }
 
 // publish is Publish (tracing.go wraps it in a span).
 func (b *Bus) publish(ctx context.Context, ev Event) error {
-	if ev.To != "" && ev.Room != "" {
-		return errors.New("publish: an event targets a user or a room, not both")
+	if ev.To != "" && ev.Room != "" || ev.Project != "" && (ev.To != "" || ev.Room != "") {
+		return errors.New("publish: an event targets a user, a room or a project, not two")
 	}
 	if ev.ID == "" {
 		ev.ID = uuid.NewString()
@@ -264,6 +264,9 @@ func (b *Bus) publish(ctx context.Context, ev Event) error {
 			return fmt.Errorf("publish %s: %w", ev.Event, ErrInvalidUTF8)
 		}
 		return b.publishStored(ctx, ev, name)
+	}
+	if ev.Project != "" {
+		return fmt.Errorf("publish %s: a project's events are stored: the bus has no store", ev.Event)
 	}
 	frame, err := encodeFrame(ev, time.Now())
 	if err != nil {
@@ -294,6 +297,20 @@ func (b *Bus) PublishUser(ctx context.Context, userID, event string, payload any
 		return fmt.Errorf("publish %s: %w", event, err)
 	}
 	return b.Publish(ctx, Event{Event: event, To: userID, Payload: raw})
+}
+
+// PublishProject stores event with payload in the project's stream, which
+// the sockets of its members follow on every replica. It implements
+// jobs.Publisher.
+func (b *Bus) PublishProject(ctx context.Context, projectID, event string, payload any) error {
+	if projectID == "" {
+		return fmt.Errorf("publish %s: no project id", event)
+	}
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", event, err)
+	}
+	return b.Publish(ctx, Event{Event: event, Project: projectID, Payload: raw})
 }
 
 // PublishRoom sends event with payload to every member of room on every

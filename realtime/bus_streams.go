@@ -206,8 +206,7 @@ func (b *Bus) receiveDoorbell(payload string) {
 	}
 	b.metrics.received.Inc()
 	for _, r := range d.Ranges {
-		user, room := streamTarget(r.Stream)
-		if (user == "" && room == "") || !b.hub.hasRecipients(user, room) {
+		if !b.hub.hasFollowers(r.Stream) {
 			continue
 		}
 		if evs := r.Events(); evs != nil {
@@ -219,25 +218,23 @@ func (b *Bus) receiveDoorbell(payload string) {
 }
 
 // localOffers is what of this replica's appends goes to its sockets at
-// once: everything, or, when the hub guards rooms, all but room events
-// (they come back through LISTEN, ordered after evictions).
+// once: all but the events of streams whose access the hub guards (rooms,
+// projects): they come back through LISTEN, ordered after evictions.
 func (b *Bus) localOffers(stored []stream.Event) []stream.Event {
-	if !b.hub.guardsRooms() {
-		return stored
-	}
 	out := make([]stream.Event, 0, len(stored))
 	for _, ev := range stored {
-		if _, room := streamTarget(ev.Stream); room == "" {
+		if !b.hub.guarded(ev.Stream) {
 			out = append(out, ev)
 		}
 	}
 	return out
 }
 
-// receiveOwnDoorbell delivers this replica's own room events, held back by
-// localOffers, once their doorbell has come back through LISTEN.
+// receiveOwnDoorbell delivers this replica's own events of guarded
+// streams, held back by localOffers, once their doorbell has come back
+// through LISTEN.
 func (b *Bus) receiveOwnDoorbell(payload string) {
-	if b.hub == nil || !b.hub.guardsRooms() {
+	if b.hub == nil {
 		return
 	}
 	d, err := stream.DecodeDoorbell(payload)
@@ -246,7 +243,7 @@ func (b *Bus) receiveOwnDoorbell(payload string) {
 		return
 	}
 	for _, r := range d.Ranges {
-		if _, room := streamTarget(r.Stream); room == "" || !b.hub.hasRecipients("", room) {
+		if !b.hub.guarded(r.Stream) || !b.hub.hasFollowers(r.Stream) {
 			continue
 		}
 		if evs := r.Events(); evs != nil {

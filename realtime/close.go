@@ -77,6 +77,15 @@ func (h *Hub) DrainLocal() {
 // Draining reports whether DrainLocal was called.
 func (h *Hub) Draining() bool { return h.draining.Load() }
 
+// Ready is ErrDraining once DrainLocal was called: the node takes no new
+// sockets.
+func (h *Hub) Ready(context.Context) error {
+	if h.Draining() {
+		return ErrDraining
+	}
+	return nil
+}
+
 // Shutdown drains (server.draining to every socket), closes every socket
 // with 1001 after its queued frames, and waits for them until ctx ends; the
 // stragglers are then cut.

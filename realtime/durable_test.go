@@ -12,8 +12,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
@@ -231,9 +231,16 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 // at its own pace: its queue stays within SendQueueBytes because stored
 // events that do not fit are read from the store later, and it is not
 // closed.
+// slowReaderHub is a hub with a small send queue for the slow-reader
+// tests, whose writes wait minutes for the reader: the publishing loop runs
+// before the test reads, and on a loaded machine it took longer than the
+// default 10 s, after which a write stuck on the full buffers cut the
+// socket (1006) — a reader gone, not the slow one under test.
+var slowReaderHub = HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4, WriteWait: 3 * time.Minute}
+
 func TestSlowReaderLosesNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
+	n := startNode(t, dbtest.NewDatabaseURL(t), slowReaderHub)
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
@@ -277,7 +284,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 // event: the client resumes from the last offset it read.
 func TestSlowConsumerResumesWithNothingLost(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
+	n := startNode(t, dbtest.NewDatabaseURL(t), slowReaderHub)
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)

@@ -84,30 +84,31 @@ func (h *Hub) head(ctx context.Context, name string) (*position, error) {
 // ErrUnavailable: the stream store could not be read; try again.
 var ErrUnavailable = errors.New("the event store is unavailable; try again")
 
-// followUser starts c's follow of its user stream at head (read before c
-// was indexed); the caller holds h.mu and has indexed c.
-func (h *Hub) followUser(c *client, head *position) {
-	if head == nil {
-		return
-	}
+// followOpening starts c's follows of its user stream and its projects'
+// streams, each at its head (read before c was indexed), held; the caller
+// holds h.mu and has indexed c.
+func (h *Hub) followOpening(c *client, heads map[string]*position) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.follows[stream.UserStream(c.user)] = &follow{epoch: head.Epoch, last: head.Offset, start: head.Offset, held: true}
+	for name, head := range heads {
+		c.follows[name] = &follow{epoch: head.Epoch, last: head.Offset, start: head.Offset, held: true}
+	}
 }
 
 // holdNewSockets is the longest a new socket's user stream waits for the
 // client's first frame.
 const holdNewSockets = time.Second
 
-// endHold starts the held user stream of c: from where it was held,
-// or from the position a resume gave it.
+// endHold starts the held streams of c (its user's and its projects'):
+// from where they were held, or from the position a resume gave them.
 func (h *Hub) endHold(c *client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	name := stream.UserStream(c.user)
-	if f := c.follows[name]; f != nil && f.held {
-		f.held = false
-		h.requestRead(name, f.last)
+	for name, f := range c.follows {
+		if f.held {
+			f.held = false
+			h.requestRead(name, f.last)
+		}
 	}
 }
 

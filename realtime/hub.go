@@ -17,8 +17,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/olahol/melody"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/switchboard/switchboard/realtime/stream"
 )
 
 // HubOptions configure a Hub; zero values mean defaults.
@@ -56,6 +54,9 @@ type HubOptions struct {
 	// Rooms is asked before a socket joins a room (room_access.go): Rooms. Nil:
 	// every room is open.
 	Rooms RoomAccess
+	// Projects tells which project streams a user's sockets follow
+	// (project_access.go): Projects. Nil: none.
+	Projects ProjectAccess
 	// hold replaces holdNewSockets (tests).
 	hold time.Duration
 }
@@ -93,11 +94,13 @@ type Hub struct {
 // for it wait in queue until Melody's session exists. Its rooms are
 // guarded by the hub's sockets.mu, the rest by mu.
 type client struct {
-	id      string
-	user    string
-	rooms   map[string]struct{}
-	closing atomic.Bool
-	limit   *connLimit
+	id    string
+	user  string
+	rooms map[string]struct{}
+	// projects whose streams the socket follows; guarded like rooms.
+	projects map[string]struct{}
+	closing  atomic.Bool
+	limit    *connLimit
 
 	mu       sync.Mutex
 	s        *melody.Session
@@ -202,32 +205,23 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string) error
 		return err
 	}
 	defer h.limits.removeConn(userID)
-	head, err := h.userHead(r.Context(), userID)
+	gen := h.evictions.Load()
+	projects, heads, err := h.openingFollows(r.Context(), userID) // project_access.go
 	if err != nil {
 		return err
 	}
-	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, limit: limit, follows: map[string]*follow{}}
-	h.add(c, head)
+	c := &client{id: uuid.NewString(), user: userID, rooms: map[string]struct{}{}, projects: projects, limit: limit, follows: map[string]*follow{}}
+	h.add(c, heads)
 	defer h.remove(c) // also when the upgrade fails
+	h.recheckProjects(c, gen)
 	return h.m.HandleRequestWithKeys(h.lingering(w, c), r, map[string]any{KeyUser: userID, KeyConnID: c.id, keyClient: c})
 }
 
-// userHead is where a new socket starts following its user's stream: the
-// head before the socket is indexed (nil without a store, or for a user
-// id that names no stream).
-func (h *Hub) userHead(ctx context.Context, userID string) (*position, error) {
-	name := stream.UserStream(userID)
-	if stream.ValidateStream(name) != nil {
-		return nil, nil
-	}
-	return h.head(ctx, name)
-}
-
-func (h *Hub) add(c *client, head *position) {
+func (h *Hub) add(c *client, heads map[string]*position) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.addLocked(c)
-	h.followUser(c, head)
+	h.followOpening(c, heads)
 }
 
 func (h *Hub) remove(c *client) {

@@ -204,6 +204,9 @@ func (b *Bus) receive(ctx context.Context, conn *pgx.Conn, payload string) {
 	case kind == kindEvict:
 		b.receiveEvict(ctx, payload) // room_access.go
 		return
+	case kind == kindProjectEvict:
+		b.receiveProjectEvict(payload) // project_access.go
+		return
 	}
 	var env envelope
 	if err := json.Unmarshal([]byte(payload), &env); err != nil {

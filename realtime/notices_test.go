@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
-	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // A bus without a hub (a worker-only replica) with notices LISTENs on

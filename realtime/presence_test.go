@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
-	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // noDeadNodes is a cluster in which every node lives.

@@ -84,6 +84,9 @@ func (h *Hub) readLoop() {
 		if err == nil {
 			err = h.guardReads(hs) // room_access.go
 		}
+		if err == nil {
+			err = h.guardProjectReads(hs) // project_access.go
+		}
 		if err != nil {
 			if h.ctx.Err() != nil {
 				h.reads.stop()

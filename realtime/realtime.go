@@ -81,6 +81,7 @@ type Event struct {
 	Event   string          // name, e.g. "task.run.succeeded"
 	To      string          // user id
 	Room    string          // room name
+	Project string          // project id: its run events' stream
 	From    string          // sender's user id; empty for the server
 	ID      string          // event id; Publish makes one when empty
 	Payload json.RawMessage // any JSON value; empty for none

@@ -21,8 +21,8 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 	if err := json.Unmarshal(payload, &p); err != nil || p.Streams == nil {
 		return fmt.Errorf(`resume payload must be {"streams":{"<stream>":{"offset":<int>,"epoch":"<epoch>"}}}`)
 	}
-	if len(p.Streams) > h.opts.MaxRooms+1 {
-		return fmt.Errorf("resume names %d streams; at most %d (the user's and one per room)", len(p.Streams), h.opts.MaxRooms+1)
+	if len(p.Streams) > h.opts.MaxRooms+1+maxConnectProjects {
+		return fmt.Errorf("resume names %d streams; at most %d (the user's, one per room and one per project)", len(p.Streams), h.opts.MaxRooms+1+maxConnectProjects)
 	}
 	names := slices.Sorted(maps.Keys(p.Streams))
 	for _, name := range names {
@@ -39,6 +39,10 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 	defer h.resumeRegistered(c, req)
 	for _, name := range names {
 		pos := p.Streams[name]
+		if project := streamProject(name); project != "" {
+			h.resumeProject(c, project, &pos, req) // project_access.go
+			continue
+		}
 		if _, room := streamTarget(name); room != "" {
 			if forbidden[room] {
 				h.refuseRoom(c, room)
@@ -57,7 +61,8 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 	return nil
 }
 
-// checkResumable: the user's own stream, or a room's.
+// checkResumable: the user's own stream, a project's (resumeProject
+// checks the membership), or a room's.
 func (h *Hub) checkResumable(c *client, name string, pos position) error {
 	if pos.Offset < 0 {
 		return fmt.Errorf("resume %q: offset %d is negative", name, pos.Offset)
@@ -69,6 +74,9 @@ func (h *Hub) checkResumable(c *client, name string, pos position) error {
 		if id, err := NormalizeUserID(user); err != nil || id != c.user {
 			return fmt.Errorf("resume %q: a connection follows only its own user stream, user:%s", name, c.user)
 		}
+		return nil
+	}
+	if streamProject(name) != "" {
 		return nil
 	}
 	_, room := streamTarget(name)

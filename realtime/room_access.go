@@ -36,12 +36,16 @@ import (
 // roomGuard applies access changes to the sockets here: the hub, which
 // evicts them from the rooms they may no longer use.
 type roomGuard interface {
-	// guardsRooms reports whether room access is checked here; then the
-	// bus delivers this replica's own room events through LISTEN.
-	guardsRooms() bool
+	// guarded reports whether access to a stream is checked here; then
+	// the bus delivers this replica's own events of it through LISTEN.
+	guarded(name string) bool
+	// hasFollowers reports whether a socket here may follow a stream.
+	hasFollowers(name string) bool
 	// evict applies an access change's notice.
 	evict(ctx context.Context, n evictNotice)
-	// revalidateRooms checks every socket's rooms again.
+	// applyProjectNotice applies a membership-ended notice.
+	applyProjectNotice(n projectNotice)
+	// revalidateRooms checks every socket's rooms and projects again.
 	revalidateRooms(ctx context.Context)
 }
 
@@ -158,10 +162,6 @@ func (h *Hub) refuseRoom(c *client, room string) {
 	h.write(c, removedFrame(room, ReasonRemoved))
 }
 
-// guardsRooms reports whether this hub checks room access (and its bus
-// then delivers own room events through LISTEN).
-func (h *Hub) guardsRooms() bool { return h.opts.Rooms != nil }
-
 // evict applies a notice: the sockets here of its user (or everyone, or
 // everyone denied) leave the room with room.removed.
 func (h *Hub) evict(ctx context.Context, n evictNotice) {
@@ -230,9 +230,12 @@ func (h *Hub) evictUsers(denied map[string][]string, reason string) {
 	}
 }
 
-// revalidateRooms checks every socket's rooms again: after LISTEN
-// (re)connected, eviction notices may have been missed.
-func (h *Hub) revalidateRooms(ctx context.Context) { h.evictDenied(ctx, nil) }
+// revalidateRooms checks every socket's rooms and projects again: after
+// LISTEN (re)connected, eviction notices may have been missed.
+func (h *Hub) revalidateRooms(ctx context.Context) {
+	h.evictDenied(ctx, nil)
+	h.revalidateProjects(ctx)
+}
 
 // guardReads evicts, before a read's events are written, the followers of
 // its room streams who may not use the room now: the read may hold events

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
@@ -57,7 +57,7 @@ func setupRooms(t *testing.T) *roomsBundle {
 	store := Rooms{DB: pool}
 	owner, member := dbtest.User(t, pool, nil).ID, dbtest.User(t, pool, nil).ID
 	for _, r := range []struct{ name, vis string }{{"vault", VisibilityMembers}, {"gate", VisibilityOpen}} {
-		if _, err := store.Create(ctx, r.name, owner, r.vis); err != nil {
+		if _, err := store.Create(ctx, r.name, owner, r.vis, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := store.AddMember(ctx, r.name, member); err != nil {
@@ -213,7 +213,7 @@ func TestJoinRacingAnEvictionIsCheckedAgain(t *testing.T) {
 	t.Cleanup(pool.Close)
 	store := Rooms{DB: pool}
 	owner, member := dbtest.User(t, pool, nil).ID, dbtest.User(t, pool, nil).ID
-	if _, err := store.Create(ctx, "vault", owner, VisibilityMembers); err != nil {
+	if _, err := store.Create(ctx, "vault", owner, VisibilityMembers, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.AddMember(ctx, "vault", member); err != nil {

@@ -23,6 +23,7 @@ const (
 type Room struct {
 	Name       string
 	OwnerID    string
+	ProjectID  string // the project the room belongs to
 	Visibility string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -51,27 +52,28 @@ type Rooms struct {
 	DB db.DB
 }
 
-const roomColumns = "name, owner_id::text, visibility, created_at, updated_at"
+const roomColumns = "name, owner_id::text, project_id::text, visibility, created_at, updated_at"
 
 func scanRoom(row pgx.Row) (Room, error) {
 	var r Room
-	err := row.Scan(&r.Name, &r.OwnerID, &r.Visibility, &r.CreatedAt, &r.UpdatedAt)
+	err := row.Scan(&r.Name, &r.OwnerID, &r.ProjectID, &r.Visibility, &r.CreatedAt, &r.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Room{}, ErrNoRoom
 	}
 	return r, db.Translate(err)
 }
 
-// Create makes room name owned by owner (its first member). A members-only
-// room made over an ad-hoc room evicts the sockets of everyone else in it.
-func (s Rooms) Create(ctx context.Context, name, owner, visibility string) (Room, error) {
+// Create makes room name owned by owner (its first member) in project
+// ("": the owner's personal project). A members-only room made over an
+// ad-hoc room evicts the sockets of everyone else in it.
+func (s Rooms) Create(ctx context.Context, name, owner, visibility, project string) (Room, error) {
 	var r Room
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		r, err = scanRoom(tx.QueryRow(ctx, `
-			INSERT INTO rooms (name, owner_id, visibility) VALUES ($1, $2, $3)
+			INSERT INTO rooms (name, owner_id, visibility, project_id) VALUES ($1, $2, $3, nullif($4, '')::uuid)
 			ON CONFLICT (name) DO NOTHING
-			RETURNING `+roomColumns, name, owner, visibility))
+			RETURNING `+roomColumns, name, owner, visibility, project))
 		if errors.Is(err, ErrNoRoom) {
 			return ErrRoomExists
 		}

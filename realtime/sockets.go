@@ -2,25 +2,43 @@ package realtime
 
 import "sync"
 
-// sockets indexes this replica's clients: every one, by user and by room.
-// mu guards the maps, each client's rooms and closed; the queries below
-// take it themselves unless they say the caller holds it.
+// sockets indexes this replica's clients: every one, by user, by room and
+// by project (whose stream it follows). mu guards the maps, each client's
+// rooms and projects and closed; the queries below take it themselves
+// unless they say the caller holds it.
 type sockets struct {
-	mu     sync.RWMutex
-	all    map[*client]struct{}
-	byUser map[string]map[*client]struct{}
-	byRoom map[string]map[*client]struct{}
-	closed bool // Shutdown began: no client is added any more
+	mu        sync.RWMutex
+	all       map[*client]struct{}
+	byUser    map[string]map[*client]struct{}
+	byRoom    map[string]map[*client]struct{}
+	byProject map[string]map[*client]struct{}
+	closed    bool // Shutdown began: no client is added any more
 }
 
 func newSockets() sockets {
-	return sockets{all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{}, byRoom: map[string]map[*client]struct{}{}}
+	return sockets{all: map[*client]struct{}{}, byUser: map[string]map[*client]struct{}{},
+		byRoom: map[string]map[*client]struct{}{}, byProject: map[string]map[*client]struct{}{}}
 }
 
-// addLocked indexes c under its user; the caller holds mu.
+// addLocked indexes c under its user and its projects; the caller holds
+// mu.
 func (s *sockets) addLocked(c *client) {
 	s.all[c] = struct{}{}
 	addTo(s.byUser, c.user, c)
+	for p := range c.projects {
+		addTo(s.byProject, p, c)
+	}
+}
+
+// leaveProjectLocked takes c out of project's index and reports whether it
+// was in it; the caller holds mu.
+func (s *sockets) leaveProjectLocked(c *client, project string) bool {
+	if _, ok := c.projects[project]; !ok {
+		return false
+	}
+	delete(c.projects, project)
+	removeFrom(s.byProject, project, c)
+	return true
 }
 
 // removeLocked takes c out of the index, its rooms too; the caller holds
@@ -30,6 +48,9 @@ func (s *sockets) removeLocked(c *client) {
 	removeFrom(s.byUser, c.user, c)
 	for room := range c.rooms {
 		removeFrom(s.byRoom, room, c)
+	}
+	for p := range c.projects {
+		removeFrom(s.byProject, p, c)
 	}
 }
 
@@ -83,6 +104,45 @@ func (s *sockets) hasRecipients(user, room string) bool {
 	return len(s.recipientsLocked(user, room)) > 0
 }
 
+// hasFollowers reports whether a socket here may follow the stream name.
+func (s *sockets) hasFollowers(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.followersLocked(name)) > 0
+}
+
+// projectClients lists the sockets here that follow project's stream (of
+// user, when given).
+func (s *sockets) projectClients(project, user string) []*client {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*client
+	for c := range s.byProject[project] {
+		if user == "" || c.user == user {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// projectUsers maps each project with sockets here to its users with
+// sockets here.
+func (s *sockets) projectUsers() map[string][]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ask := map[string][]string{}
+	for p, set := range s.byProject {
+		seen := map[string]bool{}
+		for c := range set {
+			if !seen[c.user] {
+				seen[c.user] = true
+				ask[p] = append(ask[p], c.user)
+			}
+		}
+	}
+	return ask
+}
+
 // LocalConnections is the number of sockets open on this node.
 func (s *sockets) LocalConnections() int {
 	s.mu.RLock()
@@ -111,6 +171,9 @@ func (s *sockets) RoomMembersLocal(room string) map[string]int {
 // followersLocked is the set of sockets that may follow name; the caller
 // holds mu.
 func (s *sockets) followersLocked(name string) map[*client]struct{} {
+	if p := streamProject(name); p != "" {
+		return s.byProject[p]
+	}
 	user, room := streamTarget(name)
 	if user != "" {
 		return s.byUser[user]

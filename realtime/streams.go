@@ -102,17 +102,30 @@ func streamOf(ev Event) string {
 		return stream.UserStream(ev.To)
 	case ev.Room != "":
 		return stream.RoomStream(ev.Room)
+	case ev.Project != "":
+		return stream.ProjectStream(ev.Project)
 	}
 	return ""
 }
 
-// streamTarget is the user or room whose sockets follow a stream.
+// streamTarget is the user or room whose sockets follow a stream; neither
+// for a project's stream (streamProject).
 func streamTarget(name string) (user, room string) {
 	if u, ok := strings.CutPrefix(name, "user:"); ok {
 		return u, ""
 	}
 	r, _ := strings.CutPrefix(name, "room:")
 	return "", r
+}
+
+// streamProject is the project whose members' sockets follow a stream, ""
+// for any other stream.
+func streamProject(name string) string {
+	p, _ := strings.CutPrefix(name, "project:")
+	if p == name {
+		return ""
+	}
+	return p
 }
 
 // storedFrame is the frame of a stored event: the live frame's fields plus
@@ -122,6 +135,9 @@ func streamTarget(name string) (user, room string) {
 // copied as it is, compacted and checked by the store.
 func storedFrame(ev stream.Event) []byte {
 	user, room := streamTarget(ev.Stream)
+	if streamProject(ev.Stream) != "" {
+		room = ""
+	}
 	b := make([]byte, 0, 160+len(ev.Payload)+len(ev.Stream))
 	b = append(b, '{')
 	b = wire.AppendField(b, true, "event", ev.Event)

@@ -104,7 +104,7 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 			Message: "expires_at must be in the future", Location: "body.expires_at", Value: b.ExpiresAt,
 		})
 	}
-	k, secret, err := accounts.CreateAPIKey(ctx, s.opts.Pool, p.UserID, accounts.NewAPIKey{Name: b.Name, Scopes: b.Scopes, ExpiresAt: b.ExpiresAt})
+	k, secret, err := accounts.CreateAPIKey(ctx, s.opts.Pool, p.UserID, p.ProjectID, accounts.NewAPIKey{Name: b.Name, Scopes: b.Scopes, ExpiresAt: b.ExpiresAt})
 	if err != nil {
 		return nil, s.fail(ctx, err, accounts.ErrAccountGone.Error(), fmt.Sprintf("an account has at most %d API keys; revoke one first", accounts.MaxAPIKeysPerUser))
 	}
@@ -112,7 +112,7 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 }
 
 func (s *Server) listAPIKeys(ctx context.Context, _ *struct{}) (*apiKeyListOutput, error) {
-	keys, err := accounts.ListAPIKeys(ctx, s.opts.Pool, principal(ctx).UserID)
+	keys, err := accounts.ListAPIKeys(ctx, s.opts.Pool, principal(ctx).ProjectID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
@@ -125,7 +125,7 @@ func (s *Server) listAPIKeys(ctx context.Context, _ *struct{}) (*apiKeyListOutpu
 }
 
 func (s *Server) revokeAPIKey(ctx context.Context, in *apiKeyIDInput) (*struct{}, error) {
-	if err := accounts.DeleteAPIKey(ctx, s.opts.Pool, principal(ctx).UserID, in.ID); err != nil {
+	if err := accounts.DeleteAPIKey(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID); err != nil {
 		return nil, s.fail(ctx, err, "no such API key", "")
 	}
 	return nil, nil
@@ -147,7 +147,7 @@ func (s *Server) apiKeyPrincipal(ctx context.Context, raw string) (Principal, er
 		s.logUnexpected(ctx, "look up an API key", err)
 		return Principal{}, err
 	}
-	return Principal{UserID: h.UserID, Role: h.Role, KeyID: h.KeyID, Scopes: h.Scopes}, nil
+	return Principal{UserID: h.UserID, Role: h.Role, KeyID: h.KeyID, Scopes: h.Scopes, ProjectID: h.ProjectID, ProjectRole: h.ProjectRole}, nil
 }
 
 // checkScopes is Huma middleware after checkAccount: an API key may call an

@@ -11,11 +11,6 @@ import (
 	"github.com/switchboard/switchboard/accounts"
 )
 
-type credentials struct {
-	Email    string `json:"email" format:"email" maxLength:"254" doc:"account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased"`
-	Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters, at most 72 bytes (bcrypt's limit)"`
-}
-
 // loginCredentials has no password rules: a wrong password of any length is
 // a 401, as docs/api.md says, not a validation error.
 type loginCredentials struct {
@@ -29,8 +24,12 @@ type authBody struct {
 	User      User      `json:"user"`
 }
 
-type credentialsInput struct {
-	Body credentials
+type registerInput struct {
+	Body struct {
+		Email    string `json:"email" format:"email" maxLength:"254" doc:"account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased"`
+		Password string `json:"password" minLength:"8" maxLength:"72" doc:"at least 8 characters, at most 72 bytes (bcrypt's limit)"`
+		Invite   string `json:"invite,omitempty" maxLength:"200" doc:"the invite token you were given; needed when the server's registration is invite (GET /v1/auth/registration)"`
+	}
 }
 
 type authOutput struct {
@@ -58,15 +57,16 @@ func registerAuth(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "auth-register", Method: http.MethodPost, Path: "/v1/auth/register",
 		Summary: "Create an account and get a token", Tags: []string{"Auth"}, Security: public,
-		Description:   "Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.",
+		Description: "Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. " +
+			"The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).",
 		DefaultStatus: http.StatusCreated,
-		Errors:        []int{http.StatusConflict, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Errors:        []int{http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable},
 	}, s.register)
 	huma.Register(api, huma.Operation{
 		OperationID: "auth-login", Method: http.MethodPost, Path: "/v1/auth/login",
 		Summary: "Exchange email and password for a token", Tags: []string{"Auth"}, Security: public,
 		Description: "A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.",
-		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusTooManyRequests, http.StatusServiceUnavailable},
 	}, s.login)
 	huma.Register(api, huma.Operation{
 		OperationID: "me", Method: http.MethodGet, Path: "/v1/me",
@@ -76,27 +76,34 @@ func registerAuth(api huma.API, s *Server) {
 	}, s.me)
 }
 
-func (s *Server) register(ctx context.Context, in *credentialsInput) (*authOutput, error) {
-	email, err := accounts.NormalizeEmail(in.Body.Email)
+func (s *Server) register(ctx context.Context, in *registerInput) (*authOutput, error) {
+	b := in.Body
+	// The policy first: a closed server spends no hashing on a request it
+	// refuses, and tells nothing about the address.
+	if err := s.registrar.Allowed(b.Invite != ""); err != nil {
+		return nil, s.fail(ctx, err, "", "")
+	}
+	email, err := accounts.NormalizeEmail(b.Email)
 	if err != nil {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
-			Message: err.Error(), Location: "body.email", Value: in.Body.Email,
-		})
+		return nil, invalidField("body.email", err, b.Email)
 	}
-	if err := accounts.CheckNewPassword(in.Body.Password); err != nil {
-		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
-			Message: err.Error(), Location: "body.password",
-		})
+	if err := accounts.CheckNewPassword(b.Password); err != nil {
+		return nil, invalidField("body.password", err, nil)
 	}
-	hash, err := accounts.HashPassword(in.Body.Password, s.opts.BcryptCost)
+	hash, err := s.passwords.Hash(ctx, b.Password)
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}
-	u, err := accounts.CreateUser(ctx, s.opts.Pool, email, hash)
+	u, err := s.registrar.Register(ctx, s.opts.Pool, accounts.NewAccount{Email: email, PasswordHash: hash, Invite: b.Invite})
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "an account with this email already exists; log in instead")
 	}
 	return s.authResponse(ctx, u)
+}
+
+// invalidField is a 422 naming the field and what is wrong with it.
+func invalidField(location string, err error, value any) error {
+	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Message: err.Error(), Location: location, Value: value})
 }
 
 func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error) {
@@ -111,10 +118,10 @@ func (s *Server) login(ctx context.Context, in *loginInput) (*authOutput, error)
 	return out, err
 }
 
-// checkPassword is accounts.Authenticate with its errors as problems: a
-// refusal is a 401 that says why.
+// checkPassword is accounts.Passwords.Authenticate with its errors as
+// problems: a refusal is a 401 that says why, a busy hasher a 503.
 func (s *Server) checkPassword(ctx context.Context, email, password string) (accounts.User, error) {
-	u, err := accounts.Authenticate(ctx, s.opts.Pool, email, password)
+	u, err := s.passwords.Authenticate(ctx, s.opts.Pool, email, password)
 	if err != nil {
 		return accounts.User{}, s.fail(ctx, err, "", "")
 	}
@@ -122,7 +129,7 @@ func (s *Server) checkPassword(ctx context.Context, email, password string) (acc
 }
 
 func (s *Server) authResponse(ctx context.Context, u accounts.User) (*authOutput, error) {
-	tok, exp, err := s.tokens.issue(u.ID, u.Role, time.Now())
+	tok, exp, err := s.tokens.issue(u.ID, u.Role, u.TokenGeneration, time.Now())
 	if err != nil {
 		return nil, s.fail(ctx, err, "", "")
 	}

@@ -51,6 +51,17 @@ func clientIP(ctx context.Context, remoteAddr string) string {
 	return httprate.CanonicalizeIP(ip.String())
 }
 
+// clientSite is the IPv6 /48 of a request's client (a site: what one
+// customer of a provider is often given), for the auth limit's second
+// count; false for IPv4.
+func clientSite(ctx context.Context, remoteAddr string) (string, bool) {
+	ip, ok := resolvedAddr(ctx, remoteAddr)
+	if !ok || !ip.Is6() {
+		return "", false
+	}
+	return netip.PrefixFrom(ip, 48).Masked().String(), true
+}
+
 // clientAddr is the client's address as logged: the address clientIPs
 // resolved, whole (not the /64 the rate limit counts).
 func clientAddr(ctx context.Context, remoteAddr string) string {

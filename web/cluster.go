@@ -18,6 +18,8 @@ type clusterOperator interface {
 	Status(ctx context.Context) (cluster.Status, error)
 	FanOut(ctx context.Context, action, arg string) (cluster.FanOutResult, error)
 	Drain(ctx context.Context, nodeID string) error
+	ReadyCheck(ctx context.Context) error // nil unless draining
+	Handler() http.Handler                // the node-to-node routes
 }
 
 // presenceReader reads who is in a room over every node: the state

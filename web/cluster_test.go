@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/cluster"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/freeport"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -65,7 +65,6 @@ func setupCluster(t *testing.T) *clusterBundle {
 		Pool: pool, Registry: prometheus.NewRegistry(), PublicAPI: true, JWTSecret: testSecret, BcryptCost: 4,
 		Cluster: c, Presence: realtime.PresenceReader{DB: pool}, Rooms: realtime.Rooms{DB: pool},
 	})
-	s.AddReadyCheck("draining", c.ReadyCheck)
 	return &clusterBundle{testBundle: &testBundle{server: s}, cluster: c, sockets: sockets}
 }
 
@@ -221,7 +220,7 @@ func TestPresenceRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.cluster.Stop)
-	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers); err != nil {
+	if _, err := b.server.opts.Rooms.Create(context.Background(), "lobby", memberID, realtime.VisibilityMembers, ""); err != nil {
 		t.Fatal(err)
 	}
 

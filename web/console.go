@@ -164,7 +164,7 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if d := s.limits.auth.Allow(ctx, clientIP(ctx, r.RemoteAddr)); !d.Allowed {
+	if d := s.allowAuth(ctx, r.RemoteAddr); !d.Allowed {
 		setRateHeaders(w.Header().Set, d)
 		writeProblem(w, http.StatusTooManyRequests, tooManyDetail(d, "from this address"))
 		return
@@ -188,7 +188,7 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx))
 		return
 	}
-	tok, exp, err := s.tokens.issue(u.ID, u.Role, time.Now())
+	tok, exp, err := s.tokens.issue(u.ID, u.Role, u.TokenGeneration, time.Now())
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx))
 		return
@@ -218,8 +218,16 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, "the console session has expired: sign in again")
 		return
 	}
-	u, err := accounts.UserByID(r.Context(), s.opts.Pool, p.UserID)
+	_, err = s.checkSession(r.Context(), p.Session, "")
+	var u accounts.User
+	if err == nil {
+		u, err = accounts.UserByID(r.Context(), s.opts.Pool, p.UserID)
+	}
+	var refused *accounts.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		writeProblem(w, http.StatusUnauthorized, refused.Error())
+		return
 	case errors.Is(err, accounts.ErrUserNotFound):
 		writeProblem(w, http.StatusUnauthorized, accounts.ErrAccountGone.Error())
 		return
@@ -228,20 +236,26 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 		s.opts.Logger.ErrorContext(r.Context(), "console session: read the account", "error", err)
 		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
 		return
-	case u.Disabled:
-		writeProblem(w, http.StatusUnauthorized, accounts.ErrAccountDisabled.Error())
-		return
 	}
 	exp, _ := s.tokens.expiry(c.Value)
 	writeJSON(w, http.StatusOK, consoleSessionBody{User: userOut(u), CSRFToken: s.csrfToken(c.Value), ExpiresAt: exp})
 }
 
-// consoleSignOut clears the session cookies; it needs the CSRF token like
-// every other action.
+// consoleSignOut ends the session's token on every replica (it is also an
+// admin's River UI cookie) and clears the session cookies; it needs the
+// CSRF token like every other action.
 func (s *Server) consoleSignOut(w http.ResponseWriter, r *http.Request) {
-	if _, status, err := s.consoleCredentials(r); err != nil {
+	session, status, err := s.consoleCredentials(r)
+	if err != nil {
 		writeProblem(w, status, err.Error())
 		return
+	}
+	if p, err := s.tokens.verify(session); err == nil {
+		if err := accounts.EndSession(r.Context(), s.opts.Pool, p.Session, p.TokenExpires); err != nil && !errors.Is(err, accounts.ErrUserNotFound) {
+			s.opts.Logger.ErrorContext(r.Context(), "console sign-out: end the session", "error", err)
+			writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+			return
+		}
 	}
 	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	for _, c := range []*http.Cookie{consoleSessionCookie("", time.Time{}, secure), {Name: sessionCookie, Path: riverUIPath}} {

@@ -20,7 +20,7 @@ var (
 	corsMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}
 	// traceparent and tracestate: a browser app's OpenTelemetry
 	// instrumentation sends them so its spans and the server's share a trace.
-	corsHeaders = []string{"Authorization", "Content-Type", idempotencyHeader, "X-Request-ID", "Traceparent", "Tracestate"}
+	corsHeaders = []string{"Authorization", "Content-Type", idempotencyHeader, "X-Request-ID", "Traceparent", "Tracestate", ProjectHeader}
 	corsExposed = []string{"X-Request-ID", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 		"Retry-After", replayedHeader, "WWW-Authenticate", "Location"}
 )

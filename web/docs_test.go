@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/switchboard/switchboard/infra/browsertest"
+	"github.com/switchboard/switchboard/infra/testkit/browsertest"
 )
 
 // TestDocsPageOffline opens /docs in headless Chromium with every request to

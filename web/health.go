@@ -10,19 +10,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// readyCheck is one condition of readiness: Postgres answers, the LISTEN
-// connection is up, the node is not draining.
-type readyCheck struct {
-	name  string
-	check func(ctx context.Context) error
+// ReadyCheck is one condition of readiness (Postgres answers, the node is
+// not draining, the LISTEN connection is up): Check's error, prefixed
+// with Name, is the reason readiness fails.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
 }
 
-// AddReadyCheck makes readiness depend on check as well. Checks run in order;
-// the first failure is the reported reason.
-func (s *Server) AddReadyCheck(name string, check func(ctx context.Context) error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.readyChecks = append(s.readyChecks, readyCheck{name, check})
+// readyChecks are the server's conditions of readiness, in order (the
+// first failure is the reported reason): Postgres, the cluster's drain,
+// then Options.ReadyChecks.
+func (s *Server) readyChecks() []ReadyCheck {
+	checks := []ReadyCheck{{"postgres", s.pingPostgres}}
+	if s.opts.Cluster != nil {
+		checks = append(checks, ReadyCheck{"draining", s.opts.Cluster.ReadyCheck})
+	}
+	return append(checks, s.opts.ReadyChecks...)
 }
 
 type healthBody struct {
@@ -69,14 +73,11 @@ func registerHealth(api huma.API, s *Server) {
 
 // notReady returns why the node is not ready, or "".
 func (s *Server) notReady(ctx context.Context) string {
-	s.mu.Lock()
-	checks := append([]readyCheck(nil), s.readyChecks...)
-	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	for _, c := range checks {
-		if err := c.check(ctx); err != nil {
-			return fmt.Sprintf("%s: %v", c.name, err)
+	for _, c := range s.checks {
+		if err := c.Check(ctx); err != nil {
+			return fmt.Sprintf("%s: %v", c.Name, err)
 		}
 	}
 	return ""

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/names"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/realtime/stream"
@@ -67,9 +69,31 @@ func (s *Server) readHistory(ctx context.Context, in *historyInput) (*historyOut
 		Oldest: h.Oldest, Last: h.Last, Recovered: h.Recovered}}, nil
 }
 
+// projectHistoryStream checks that the caller may read the project's
+// stream (a member acting in it through ProjectHeader, or an API key of
+// the project; admins any): 404 otherwise, as for any project id.
+func (s *Server) projectHistoryStream(ctx context.Context, project string) (string, error) {
+	id, err := uuid.Parse(project)
+	if err != nil {
+		return "", huma.Error422UnprocessableEntity("stream: a project stream is project:<project id>")
+	}
+	p := principal(ctx)
+	if p.IsAdmin() {
+		return stream.ProjectStream(id.String()), nil
+	}
+	member, err := accounts.IsMember(ctx, s.opts.Pool, id.String(), p.UserID)
+	switch {
+	case err != nil:
+		return "", s.fail(ctx, err, "", "")
+	case !member || p.KeyID != "" && p.ProjectID != id.String():
+		return "", huma.Error404NotFound(projectNotFound)
+	}
+	return stream.ProjectStream(id.String()), nil
+}
+
 // historyStream checks that the caller may read name (its own user stream,
-// an open room, a members-only room it is a member of; admins any) and
-// returns its canonical form.
+// a stream of one of its projects, an open room, a members-only room it is
+// a member of; admins any) and returns its canonical form.
 func (s *Server) historyStream(ctx context.Context, name string) (string, error) {
 	if user, ok := strings.CutPrefix(name, "user:"); ok {
 		id, err := realtime.NormalizeUserID(user)
@@ -81,9 +105,12 @@ func (s *Server) historyStream(ctx context.Context, name string) (string, error)
 		}
 		return stream.UserStream(id), nil
 	}
+	if project, ok := strings.CutPrefix(name, "project:"); ok {
+		return s.projectHistoryStream(ctx, project)
+	}
 	room, ok := strings.CutPrefix(name, "room:")
 	if !ok {
-		return "", huma.Error422UnprocessableEntity(`stream must be "user:<user id>" or "room:<room name>"`)
+		return "", huma.Error422UnprocessableEntity(`stream must be "user:<user id>", "project:<project id>" or "room:<room name>"`)
 	}
 	if err := names.Room(room); err != nil {
 		return "", huma.Error422UnprocessableEntity("stream: " + err.Error())

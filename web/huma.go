@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"net/http"
 	"reflect"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -17,13 +18,21 @@ func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
 // fail maps a data-layer error to an HTTP problem: db.ErrNotFound to 404,
 // db.ErrConflict to 409 with the given details, db.ErrInvalidText to 422,
-// an accounts.RefusedError to 401 with its reason. Anything else is logged
-// once here and answered 500 without its cause.
+// an accounts.RefusedError to 401 and an accounts.ForbiddenError to 403
+// with its reason, a busy password hasher to 503 with Retry-After.
+// Anything else is logged once here and answered 500 without its cause.
 func (s *Server) fail(ctx context.Context, err error, notFound, conflict string) error {
 	var refused *accounts.RefusedError
+	var forbidden *accounts.ForbiddenError
 	switch {
 	case errors.As(err, &refused):
 		return huma.Error401Unauthorized(refused.Error())
+	case errors.As(err, &forbidden):
+		return huma.Error403Forbidden(forbidden.Error())
+	case errors.Is(err, accounts.ErrHashingBusy):
+		return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(accounts.ErrHashingBusy.Error()), http.Header{"Retry-After": {"1"}})
+	case errors.Is(err, accounts.ErrResetLinkInvalid):
+		return huma.Error400BadRequest(accounts.ErrResetLinkInvalid.Error())
 	case errors.Is(err, db.ErrNotFound):
 		return huma.Error404NotFound(notFound)
 	case errors.Is(err, db.ErrConflict):

@@ -44,10 +44,16 @@ const (
 	// idempotencyLease: a first request not finished by then is taken for
 	// dead (its replica crashed) and the key may be claimed again. Requests
 	// are bounded far below it (RPC waits at most 30 s).
-	idempotencyLease  = 2 * time.Minute
-	idempotencyWait   = 5 * time.Second
-	idempotencyPoll   = 50 * time.Millisecond
-	maxIdempotencyKey = 255
+	idempotencyLease = 2 * time.Minute
+	idempotencyWait  = 5 * time.Second
+	idempotencyPoll  = 50 * time.Millisecond
+	// idempotencyClaimTimeout bounds a claim's statement, which runs on
+	// when the client leaves (see claimKey).
+	idempotencyClaimTimeout = 5 * time.Second
+	// idempotencyRecordFor is how long keeping an answer or releasing a
+	// key is tried while the database is unreachable.
+	idempotencyRecordFor = 15 * time.Second
+	maxIdempotencyKey    = 255
 )
 
 // notIdempotent are the authenticated POSTs Idempotency-Key does not apply
@@ -122,7 +128,7 @@ func (s *Server) runIdempotent(rc *recordingContext, next func(huma.Context), re
 	ctx := rc.humaContext.Context()
 	deadline := time.Now().Add(cmp.Or(s.idemWait, idempotencyWait))
 	for {
-		claim, found, err := idemClaim(ctx, s.opts.Pool, req)
+		claim, found, err := s.claimKey(ctx, req)
 		switch {
 		case err != nil:
 			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusInternalServerError, s.idemFailure(ctx, err))
@@ -166,7 +172,7 @@ func (s *Server) runAndKeep(rc *recordingContext, next func(huma.Context), req i
 		}
 		s.idemOutcomes.WithLabelValues(outcome).Inc()
 		if !kept {
-			if err := idemRelease(ctx, s.opts.Pool, req, claim); err != nil {
+			if err := s.releaseKey(ctx, req, claim); err != nil {
 				s.opts.Logger.WarnContext(ctx, "release an idempotency key", "error", err)
 			}
 		}
@@ -178,7 +184,7 @@ func (s *Server) runAndKeep(rc *recordingContext, next func(huma.Context), req i
 	rc.header.Del("Set-Cookie")
 	sealed, err := s.sealAnswer(req, storedAnswer{Header: rc.header, Body: rc.buf.Bytes()})
 	if err == nil {
-		kept, err = idemComplete(ctx, s.opts.Pool, req, claim, rc.status, sealed)
+		kept, err = s.keepAnswer(ctx, req, claim, rc.status, sealed)
 	}
 	if err != nil || !kept {
 		s.opts.Logger.WarnContext(ctx, "keep the answer of an idempotent request", "kept", kept, "error", err)
@@ -204,6 +210,46 @@ func (s *Server) replay(ctx huma.Context, req idemRequest, found *idemRow) {
 	ctx.SetHeader(replayedHeader, "true")
 	ctx.SetStatus(found.status)
 	_, _ = ctx.BodyWriter().Write(a.Body)
+}
+
+// releaseKey is idemRelease, tried again while the database is
+// unreachable (for up to idempotencyRecordFor): a key left claimed would
+// answer every retry of the failed request with 409 until its lease ends.
+func (s *Server) releaseKey(ctx context.Context, req idemRequest, claim string) error {
+	return db.RetryTransient(ctx, idempotencyRecordFor, func() error {
+		return idemRelease(ctx, s.opts.Pool, req, claim)
+	})
+}
+
+// keepAnswer is idemComplete, tried again as releaseKey is: an answer not
+// kept releases the key, and a retry of the request runs it again.
+func (s *Server) keepAnswer(ctx context.Context, req idemRequest, claim string, status int, sealed []byte) (kept bool, err error) {
+	err = db.RetryTransient(ctx, idempotencyRecordFor, func() error {
+		kept, err = idemComplete(ctx, s.opts.Pool, req, claim, status, sealed)
+		return err
+	})
+	return kept, err
+}
+
+// claimKey is idemClaim, run to its end even when the request's client
+// has gone, and tried again with the same claim while the database is
+// unreachable (both bounded by idempotencyClaimTimeout), so the request
+// that made the claim always knows it and answers or releases it (a
+// client gone makes the handler fail, which releases the key). A claim
+// whose answer was lost — a statement abandoned on cancellation (the
+// cancel reaches PostgreSQL before the statement starts, and is dropped),
+// a connection that broke after the statement — may have committed; with
+// nothing to answer or release it the key would be in flight until the
+// lease ends. The try that follows finds it and takes it as its own.
+func (s *Server) claimKey(ctx context.Context, req idemRequest) (claim string, found *idemRow, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyClaimTimeout)
+	defer cancel()
+	token := uuid.NewString()
+	err = db.RetryTransient(ctx, idempotencyClaimTimeout, func() error {
+		claim, found, err = idemClaim(ctx, s.opts.Pool, req, token)
+		return err
+	})
+	return claim, found, err
 }
 
 func (s *Server) idemFailure(ctx context.Context, err error) string {
@@ -346,11 +392,13 @@ type idemRow struct {
 	response    []byte
 }
 
-// idemClaim takes the key for this request, returning the claim, or
-// returns the row that holds it. A row older than the TTL, or in flight
-// past its lease, is taken over. Neither (the holder committed after this
-// statement's snapshot) means: ask again.
-func idemClaim(ctx context.Context, q db.DB, req idemRequest) (claim string, found *idemRow, err error) {
+// idemClaim takes the key for this request under the claim token,
+// returning the claim, or returns the row that holds it. A row older than
+// the TTL, or in flight past its lease, is taken over; a row in flight
+// under this very token (an earlier try whose answer was lost) is this
+// request's claim. Neither (the holder committed after this statement's
+// snapshot) means: ask again.
+func idemClaim(ctx context.Context, q db.DB, req idemRequest, token string) (claim string, found *idemRow, err error) {
 	rows, err := q.Query(ctx, `
 		WITH claimed AS (
 			INSERT INTO idempotency_keys (user_id, key_hash, fingerprint, claim, locked_until)
@@ -364,9 +412,9 @@ func idemClaim(ctx context.Context, q db.DB, req idemRequest) (claim string, fou
 		)
 		SELECT claim, NULL::bytea, NULL::integer, NULL::bytea FROM claimed
 		UNION ALL
-		SELECT NULL, fingerprint, status, response FROM idempotency_keys
+		SELECT CASE WHEN claim = $4 AND status IS NULL THEN claim::text END, fingerprint, status, response FROM idempotency_keys
 		WHERE user_id = $1 AND key_hash = $2 AND NOT EXISTS (SELECT FROM claimed)`,
-		req.userID, req.keyHash, req.fingerprint, uuid.NewString(), idempotencyLease.Seconds(), IdempotencyTTL.Seconds())
+		req.userID, req.keyHash, req.fingerprint, token, idempotencyLease.Seconds(), IdempotencyTTL.Seconds())
 	if err != nil {
 		return "", nil, fmt.Errorf("claim idempotency key: %w", err)
 	}

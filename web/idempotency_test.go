@@ -14,6 +14,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/humatest"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // post sends a JSON body (sent as it is) with a token and an
@@ -311,5 +315,125 @@ func TestRecordingKeepsTheHandlersAnswer(t *testing.T) {
 	rc.SetStatus(499)
 	if rc.status != http.StatusCreated || rc.buf.String() != `{"id":"x"}` {
 		t.Fatalf("kept %d %q", rc.status, rc.buf.String())
+	}
+}
+
+// TestClaimOutlivesItsClient: the key's claim is written and read to its
+// end even when the request's client has gone. A cancelled statement may
+// still commit (the cancel reaches PostgreSQL before it starts the
+// statement, and is dropped), which would leave the key in flight, with no
+// request to answer or release it, for the whole lease: every retry with
+// the key a 409.
+func TestClaimOutlivesItsClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, id := b.register(t, "idem-claim-gone@example.com")
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	key := uuid.NewString()
+	req := idemRequest{userID: id, key: key, keyHash: sha256Of(key), fingerprint: fingerprintFor(http.MethodPost, "/v1/tasks", "", []byte(taskBody))}
+	claim, found, err := b.server.claimKey(gone, req)
+	if err != nil || claim == "" || found != nil {
+		t.Fatalf("claim with the client gone: %q %v %v; want the claim", claim, found, err)
+	}
+	var held string
+	if err := b.server.opts.Pool.QueryRow(context.Background(), `SELECT claim::text FROM idempotency_keys WHERE key_hash = $1`, req.keyHash).Scan(&held); err != nil || held != claim {
+		t.Fatalf("stored claim %q (%v), want %q", held, err, claim)
+	}
+}
+
+// TestKeyRecordedThroughADatabaseBlip: a key is claimed, a request's
+// answer kept and a failed request's key given back even when the database
+// drops the first tries (a restart, a failover). A key left claimed would answer every
+// retry of that very request with 409 until its lease ends, two minutes
+// later; an answer not kept lets a retry run the request again.
+func TestKeyRecordedThroughADatabaseBlip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := dbtest.NewDatabaseURL(t)
+	proxy := dbtest.NewCutProxy(t, dbURL)
+	pool, err := db.Connect(ctx, proxy.URL(dbURL), db.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(Options{Pool: pool, Registry: prometheus.NewRegistry(), JWTSecret: testSecret, BcryptCost: 4})
+	user := dbtest.User(t, pool, nil).ID
+	// cutUntilRefused cuts the database off until a connection has been
+	// refused.
+	cutUntilRefused := func() {
+		proxy.Cut()
+		refused := proxy.Refused()
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); proxy.Refused() == refused && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			proxy.Restore()
+		}()
+	}
+	// claimed claims a new key, then cuts the database off.
+	claimed := func(t *testing.T) (idemRequest, string) {
+		key := uuid.NewString()
+		req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+		claim, _, err := s.claimKey(ctx, req)
+		if err != nil || claim == "" {
+			t.Fatalf("claim: %q %v", claim, err)
+		}
+		cutUntilRefused()
+		return req, claim
+	}
+	status := func(req idemRequest) (n int, status *int) {
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT count(*), max(status) FROM idempotency_keys WHERE key_hash = $1`, req.keyHash).Scan(&n, &status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, status
+	}
+
+	key := uuid.NewString()
+	req := idemRequest{userID: user, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+	cutUntilRefused()
+	if claim, _, err := s.claimKey(ctx, req); err != nil || claim == "" {
+		t.Fatalf("claim through the blip: %q %v", claim, err)
+	}
+
+	req, claim := claimed(t)
+	if err := s.releaseKey(ctx, req, claim); err != nil {
+		t.Fatalf("release through the blip: %v", err)
+	}
+	if n, _ := status(req); n != 0 {
+		t.Fatalf("%d records of the released key left, want none", n)
+	}
+	req, claim = claimed(t)
+	if kept, err := s.keepAnswer(ctx, req, claim, http.StatusCreated, []byte("sealed")); !kept || err != nil {
+		t.Fatalf("keep through the blip: %v %v", kept, err)
+	}
+	if n, st := status(req); n != 1 || st == nil || *st != http.StatusCreated {
+		t.Fatalf("kept answer: %d records, status %v", n, st)
+	}
+}
+
+// TestClaimFindsItsOwnRecord: a try of a claim whose earlier try committed
+// but whose answer was lost (a connection broken after the statement)
+// finds the record under its token and takes it as its own; a claim
+// under another token finds the key in flight.
+func TestClaimFindsItsOwnRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, id := b.register(t, "idem-own@example.com")
+	key, token := uuid.NewString(), uuid.NewString()
+	req := idemRequest{userID: id, key: key, keyHash: sha256Of(key), fingerprint: []byte{1}}
+	ctx := context.Background()
+	if _, err := b.server.opts.Pool.Exec(ctx, `
+		INSERT INTO idempotency_keys (user_id, key_hash, fingerprint, claim, locked_until)
+		VALUES ($1, $2, $3, $4, now() + interval '2 minutes')`, id, req.keyHash, req.fingerprint, token); err != nil {
+		t.Fatal(err)
+	}
+	if claim, found, err := idemClaim(ctx, b.server.opts.Pool, req, token); err != nil || claim != token || found != nil {
+		t.Fatalf("the same token: %q %v %v, want the claim", claim, found, err)
+	}
+	if claim, found, err := idemClaim(ctx, b.server.opts.Pool, req, uuid.NewString()); err != nil || claim != "" || found == nil || found.status != 0 {
+		t.Fatalf("another token: %q %+v %v, want the key in flight", claim, found, err)
 	}
 }

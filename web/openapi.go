@@ -30,6 +30,7 @@ var public = []map[string][]string{}
 var apiTags = []*huma.Tag{
 	{Name: "Service", Description: "Liveness and readiness of a replica, for load balancers and orchestrators."},
 	{Name: "Auth", Description: "Accounts: register, log in for a 24 h bearer token, and who the token belongs to."},
+	{Name: "Projects", Description: "Projects shared by members with roles (viewer, developer, admin, owner), their members and invites; send X-Switchboard-Project to act in one."},
 	{Name: "API keys", Description: "Long-lived sbk_ keys for servers, with scopes; revocation counts at once on every replica."},
 	{Name: "Tasks", Description: "Scheduled (cron) and on-demand jobs that call a webhook or publish a realtime event."},
 	{Name: "Runs", Description: "Executions of a task: trigger, list, cancel, retry, attempts and backfill."},

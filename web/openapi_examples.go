@@ -17,7 +17,23 @@ var operationExamples = map[string][]example{
 		{status: 200, value: exAuth},
 		{status: 401, value: `{"title":"Unauthorized","status":401,"detail":"wrong email or password"}`},
 	},
-	"me": {{status: 200, value: exUser}},
+	"me":                 {{status: 200, value: exUser}},
+	"auth-logout":        {{status: 401, value: `{"title":"Unauthorized","status":401,"detail":"this token was signed out; log in again"}`}},
+	"me-sessions-revoke": {{status: 403, value: `{"title":"Forbidden","status":403,"detail":"` + needsUserToken + `"}`}},
+	"me-password-change": {
+		{value: `{"current_password":"correct horse battery","new_password":"staple of the horse"}`},
+		{status: 200, value: exAuth},
+		{status: 403, value: `{"title":"Forbidden","status":403,"detail":"the current password is wrong"}`},
+	},
+	"auth-registration": {{status: 200, value: `{"registration":"invite"}`}},
+	"auth-forgot": {
+		{value: `{"email":"ada@example.com"}`},
+		{status: 202, value: `{"message":"` + forgotAnswer + `"}`},
+	},
+	"auth-reset": {
+		{value: `{"token":"sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs","password":"staple of the horse"}`},
+		{status: 400, value: `{"title":"Bad Request","status":400,"detail":"this reset link is unknown, was used already or has expired: ask for a new one"}`},
+	},
 
 	"api-key-create": {
 		{value: `{"name":"billing backend","scopes":["read"],"expires_at":"2027-06-01T00:00:00Z"}`},
@@ -28,6 +44,22 @@ var operationExamples = map[string][]example{
 	"api-key-list": {{status: 200, value: `{"items":[{"id":"4a1c2f0e-8b7d-4c3e-9f21-6d5e4b3a2c10","name":"billing backend","prefix":"sbk_3fQ9xK2m",` +
 		`"scopes":["read"],"created_at":"2026-12-01T09:00:00Z","expires_at":"2027-06-01T00:00:00Z","last_used_at":"2026-12-01T09:05:12Z"}]}`}},
 	"api-key-revoke": {{status: 404, value: `{"title":"Not Found","status":404,"detail":"no such API key"}`}},
+
+	"project-create":        {{value: `{"name":"Billing"}`}, {status: 201, value: exProject}},
+	"project-list":          {{status: 200, value: `{"items":[` + exProject + `]}`}},
+	"project-get":           {{status: 200, value: exProject}},
+	"project-rename":        {{value: `{"name":"Billing team"}`}, {status: 200, value: exProject}},
+	"project-delete":        {{status: 409, value: `{"title":"Conflict","status":409,"detail":"a personal project cannot be deleted; rename it instead"}`}},
+	"project-member-list":   {{status: 200, value: `{"items":[` + exProjectMember + `],"next_cursor":null}`}},
+	"project-member-update": {{value: `{"role":"developer"}`}, {status: 200, value: exProjectMember}},
+	"project-member-remove": {{status: 409, value: `{"title":"Conflict","status":409,"detail":"a project keeps at least one owner: make another member owner first"}`}},
+	"project-leave":         {{status: 404, value: `{"title":"Not Found","status":404,"detail":"project not found"}`}},
+	"project-invite-create": {{value: `{"email":"grace@example.com","role":"developer"}`}, {status: 201, value: `{"id":"7c2e4a6b-8d0f-4b1c-9e3a-5f7b9d1c3e5a","email":"grace@example.com","role":"developer",` +
+		`"created_at":"2026-12-01T09:00:00Z","expires_at":"2026-12-08T09:00:00Z","token":"sbi_Wq8vYtZr5LpHs1NcXbD7eGjK0aUiOoM4x2Jk9Qp3Rs6"}`}},
+	"project-invite-list": {{status: 200, value: `{"items":[{"id":"7c2e4a6b-8d0f-4b1c-9e3a-5f7b9d1c3e5a","email":"grace@example.com","role":"developer",` +
+		`"created_at":"2026-12-01T09:00:00Z","expires_at":"2026-12-08T09:00:00Z"}]}`}},
+	"project-invite-revoke": {{status: 404, value: `{"title":"Not Found","status":404,"detail":"this invite is unknown, used, revoked or expired"}`}},
+	"invite-accept":         {{value: `{"token":"sbi_Wq8vYtZr5LpHs1NcXbD7eGjK0aUiOoM4x2Jk9Qp3Rs6"}`}, {status: 200, value: `{"project":` + exProject + `,"role":"developer"}`}},
 
 	"task-create": {
 		{value: `{"name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
@@ -105,6 +137,8 @@ var operationExamples = map[string][]example{
 		`"reachable":true,"ws_connections":42,"jobs_running":3}],"queue":{"available":0,"running":3,"scheduled":12,"retryable":1,"discarded":0},` +
 		`"scheduler":{"due_tasks":0,"oldest_due_age_ms":0},"backlog":{"demand":6,"available_jobs":0,"scheduled_jobs":13,"scheduled_due_jobs":1,` +
 		`"running_jobs":3,"oldest_available_age_ms":420,"due_tasks":2,"oldest_due_age_ms":150,"notification_queue_usage":0},"degraded":false}`}},
+	"admin-password-reset": {{status: 200, value: `{"url":"https://switchboard.example.com/console/#/reset?token=sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs",` +
+		`"token":"sbr_Qm3xT7aLw9Zr8sPbK2fY5vN1cH6dJ0gE4uR-oI_8wXs","expires_at":"2026-12-01T10:00:00Z"}`}},
 	"admin-disconnect-user": {{status: 200, value: `{"acked":["c3a1b2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"],"failed":[],"closed":2}`}},
 	"admin-drain-node":      {{status: 200, value: `{"acked":true}`}},
 }
@@ -113,11 +147,14 @@ const (
 	exUser = `{"id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","email":"ada@example.com","role":"user","disabled":false,"created_at":"2026-11-02T10:00:00Z"}`
 	exAuth = `{"token":"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiI2YjBlMmE0YyJ9.sig","expires_at":"2026-12-02T09:00:00Z","user":` + exUser + `}`
 
-	exRoom = `{"name":"board","owner_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","visibility":"members",` +
+	exRoom = `{"name":"board","owner_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","project_id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","visibility":"members",` +
 		`"created_at":"2026-12-01T09:00:00Z","updated_at":"2026-12-01T09:00:00Z"}`
-	exMember = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","added_at":"2026-12-01T09:00:00Z"}`
+	exProject = `{"id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","name":"Billing","personal":false,"role":"owner",` +
+		`"created_at":"2026-12-01T09:00:00Z","updated_at":"2026-12-01T09:00:00Z"}`
+	exProjectMember = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","email":"ada@example.com","role":"owner","added_at":"2026-12-01T09:00:00Z"}`
+	exMember        = `{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","added_at":"2026-12-01T09:00:00Z"}`
 
-	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
+	exTaskFields = `"id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","project_id":"0f3c9a1e-2b4d-4e6f-8a1b-3c5d7e9f1a2b","name":"nightly report","schedule":"0 3 * * *","timezone":"Europe/Paris",` +
 		`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}},` +
 		`"active":true,"overlap":"skip","max_concurrency":null,"max_attempts":3,"timeout_seconds":30,` +
 		`"next_run_at":"2026-12-02T02:00:00Z","last_run_at":"2026-12-01T02:00:00Z","run_count":14,"skipped_ticks":0,` +

@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -58,7 +59,14 @@ var (
 type limits struct {
 	store              *ratelimit.Store
 	auth, user, apiKey *ratelimit.Limiter
+	// authSite counts the auth limit per IPv6 /48 as well (siteFactor
+	// times it): a client given a /48 holds 65 536 /64s.
+	authSite *ratelimit.Limiter
 }
+
+// siteFactor is how many times the per-address auth limit one IPv6 /48
+// may spend, summed over its /64s.
+const siteFactor = 4
 
 func (s *Server) buildLimits() {
 	o := s.opts.RateLimits
@@ -70,18 +78,42 @@ func (s *Server) buildLimits() {
 		DB: db, Logger: s.opts.Logger.With("component", "ratelimit"),
 		Registry: s.opts.Registry, Timeout: o.Timeout,
 	})
-	s.limits.auth = s.limits.store.Limiter("auth", cmp.Or(o.Auth, defaultAuthRate))
+	auth := cmp.Or(o.Auth, defaultAuthRate)
+	s.limits.auth = s.limits.store.Limiter("auth", auth)
+	s.limits.authSite = s.limits.store.Limiter("auth48", ratelimit.Rate{PerSecond: auth.PerSecond * siteFactor, Burst: auth.Burst * siteFactor})
 	s.limits.user = s.limits.store.Limiter("user", cmp.Or(o.User, defaultUserRate))
 	s.limits.apiKey = s.limits.store.Limiter("apikey", cmp.Or(o.APIKey, DefaultAPIKeyRate))
 }
 
-// limitAuth limits /v1/auth/* per client IP.
+// limitAuth limits /v1/auth/* per client address (allowAuth).
 func (s *Server) limitAuth(ctx huma.Context, next func(huma.Context)) {
 	if !strings.HasPrefix(ctx.Operation().Path, "/v1/auth/") {
 		next(ctx)
 		return
 	}
-	s.limit(ctx, next, s.limits.auth, clientIP(ctx.Context(), ctx.RemoteAddr()), "from this address")
+	d := s.allowAuth(ctx.Context(), ctx.RemoteAddr())
+	setRateHeaders(ctx.SetHeader, d)
+	if d.Allowed {
+		next(ctx)
+		return
+	}
+	_ = huma.WriteErr(s.api, ctx, http.StatusTooManyRequests, tooManyDetail(d, "from this address"))
+}
+
+// allowAuth decides a request that may guess a password (the auth routes,
+// the console's sign-in, River UI basic auth): per client address (IPv6
+// per /64) and, for IPv6, per /48 with siteFactor times the limit. The
+// answer is the refusing decision, else the per-address one.
+func (s *Server) allowAuth(ctx context.Context, remoteAddr string) ratelimit.Decision {
+	d := s.limits.auth.Allow(ctx, clientIP(ctx, remoteAddr))
+	site, ok := clientSite(ctx, remoteAddr)
+	if !d.Allowed || !ok {
+		return d
+	}
+	if sd := s.limits.authSite.Allow(ctx, site); !sd.Allowed {
+		return sd
+	}
+	return d
 }
 
 // limitUser limits authenticated operations per user, or per API key for

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // BenchmarkRateLimitedRoute compares a rate-limited route with our Postgres

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/ratelimit"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // perMinute is burst requests per one-minute window: long enough that no
@@ -129,6 +129,28 @@ func TestAuthRateLimit(t *testing.T) {
 		exhaust(t, 8, via("203.0.113.5"))
 		exhaust(t, 8, via("203.0.113.6"))
 		requireTooMany(t, via("1.2.3.4, 203.0.113.5, 10.0.0.7")(), 8) // right-most untrusted hop
+	})
+	t.Run("IPv6: per /64, and per /48 with four times the limit", func(t *testing.T) {
+		t.Parallel()
+		from := func(peer string) func() response { return func() response { return b.login(t, peer, nil) } }
+		// One /64 spends its own limit; another address of it shares it.
+		exhaust(t, 8, from("[2001:db8:1:1::1]:1000"))
+		requireTooMany(t, b.login(t, "[2001:db8:1:1:ffff::2]:1000", nil), 8)
+		// Three more /64s of the same /48 spend the rest of its 32...
+		for _, net := range []string{"2", "3", "4"} {
+			exhaust(t, 8, from("[2001:db8:1:"+net+"::1]:1000"))
+		}
+		// ... and a fifth /64, which has spent nothing, is refused by the /48.
+		res := b.login(t, "[2001:db8:1:5::1]:1000", nil)
+		requireTooMany(t, res, 32)
+		// Another /48 is not.
+		if res := b.login(t, "[2001:db8:2:1::1]:1000", nil); res.status == http.StatusTooManyRequests {
+			t.Fatalf("another /48 refused: %v", res.header)
+		}
+		// IPv4 has no site count: another address is another client.
+		if res := b.login(t, "198.51.100.77:1000", nil); res.status == http.StatusTooManyRequests {
+			t.Fatalf("IPv4: %v", res.header)
+		}
 	})
 	t.Run("health is not limited", func(t *testing.T) {
 		t.Parallel()

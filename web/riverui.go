@@ -36,8 +36,14 @@ func (s *Server) mountRiverUI(h http.Handler) {
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.operator(r)
-		if err == nil {
-			// The role and state as stored now, as for every API route.
+		switch {
+		case err == nil && p.Session.TokenID != "":
+			// The role, state and session as stored now, as for every API
+			// route: a signed-out cookie or token is refused.
+			var a accounts.Access
+			a, err = s.checkSession(r.Context(), p.Session, "")
+			p.Role = a.Role
+		case err == nil: // basic auth: no session
 			p.Role, err = s.activeRole(r.Context(), p.UserID)
 		}
 		var limited *limitedError
@@ -121,7 +127,7 @@ func (s *Server) basicAuth(r *http.Request, email, password string) (Principal, 
 	if p, ok := s.basicCache.get(key); ok {
 		return p, nil
 	}
-	if d := s.limits.auth.Allow(ctx, clientIP(ctx, r.RemoteAddr)); !d.Allowed {
+	if d := s.allowAuth(ctx, r.RemoteAddr); !d.Allowed {
 		return Principal{}, &limitedError{d}
 	}
 	u, err := s.checkPassword(ctx, email, password)

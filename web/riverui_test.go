@@ -65,6 +65,22 @@ func TestRiverUI(t *testing.T) {
 			t.Fatalf("a plain user got a River UI cookie: %v", c)
 		}
 	})
+	t.Run("a signed-out cookie is refused", func(t *testing.T) {
+		t.Parallel()
+		res := b.do(t, http.MethodPost, "/v1/auth/login", map[string]string{"email": "boss@example.com", "password": "correct horse"}, "")
+		c := (&http.Response{Header: res.header}).Cookies()[0]
+		withCookie := func(r *http.Request) { r.AddCookie(c) }
+		if rec := get(t, "/riverui/api/queues", withCookie); rec.Code != http.StatusOK {
+			t.Fatalf("before the logout: %d", rec.Code)
+		}
+		if out := b.do(t, http.MethodPost, "/v1/auth/logout", nil, res.body["token"].(string)); out.status != http.StatusNoContent {
+			t.Fatalf("logout: %d %s", out.status, out.raw)
+		}
+		rec := get(t, "/riverui/api/queues", withCookie)
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "signed out") {
+			t.Fatalf("after the logout: %d %s", rec.Code, rec.Body)
+		}
+	})
 	t.Run("an admin by basic auth gets the UI and its API", func(t *testing.T) {
 		t.Parallel()
 		basic := func(r *http.Request) { r.SetBasicAuth("boss@example.com", "correct horse") }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/names"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
@@ -22,7 +23,7 @@ import (
 // RoomStore keeps rooms and their members: realtime.Rooms.
 type RoomStore interface {
 	roomAccess
-	Create(ctx context.Context, name, owner, visibility string) (realtime.Room, error)
+	Create(ctx context.Context, name, owner, visibility, project string) (realtime.Room, error)
 	Get(ctx context.Context, name string) (realtime.Room, error)
 	SetVisibility(ctx context.Context, name, visibility string) (realtime.Room, error)
 	Delete(ctx context.Context, name string) error
@@ -40,6 +41,7 @@ type roomAccess interface {
 type Room struct {
 	Name       string    `json:"name"`
 	OwnerID    string    `json:"owner_id" format:"uuid" doc:"the user who created it; always a member"`
+	ProjectID  string    `json:"project_id" format:"uuid" doc:"the project it belongs to: its developers manage it"`
 	Visibility string    `json:"visibility" enum:"open,members" doc:"open: anyone signed in may join, post and read; members: only members"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
@@ -187,7 +189,7 @@ func (s *Server) createRoom(ctx context.Context, in *roomCreateInput) (*roomOutp
 	if err := names.Room(in.Body.Name); err != nil {
 		return nil, huma.Error422UnprocessableEntity(err.Error(), &huma.ErrorDetail{Location: "body.name", Message: err.Error()})
 	}
-	r, err := s.opts.Rooms.Create(ctx, in.Body.Name, principal(ctx).UserID, in.Body.Visibility)
+	r, err := s.opts.Rooms.Create(ctx, in.Body.Name, principal(ctx).UserID, in.Body.Visibility, principal(ctx).ProjectID)
 	if err != nil {
 		return nil, s.roomFail(ctx, err, in.Body.Name)
 	}
@@ -275,14 +277,18 @@ func (s *Server) deleteRoomMember(ctx context.Context, in *roomMemberInput) (*st
 	return nil, nil
 }
 
-// requireRoomOwner: the room exists and the caller owns it or is an admin.
+// requireRoomOwner: the room exists and the caller owns it, is a
+// developer (or more) of the project it belongs to acting in that project,
+// or is an admin.
 func (s *Server) requireRoomOwner(ctx context.Context, name string) error {
 	r, err := s.opts.Rooms.Get(ctx, name)
 	if err != nil {
 		return s.roomFail(ctx, err, name)
 	}
-	if p := principal(ctx); r.OwnerID != p.UserID && !p.IsAdmin() {
-		return huma.Error403Forbidden("only the room's owner or an admin may change it or its members")
+	p := principal(ctx)
+	team := r.ProjectID == p.ProjectID && accounts.RoleAtLeast(p.ProjectRole, accounts.ProjectDeveloper)
+	if r.OwnerID != p.UserID && !team && !p.IsAdmin() {
+		return huma.Error403Forbidden("only the room's owner, a developer of its project or an admin may change it or its members")
 	}
 	return nil
 }
@@ -340,5 +346,5 @@ func (s *Server) roomFail(ctx context.Context, err error, name string) error {
 }
 
 func roomOf(r realtime.Room) Room {
-	return Room{Name: r.Name, OwnerID: r.OwnerID, Visibility: r.Visibility, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	return Room{Name: r.Name, OwnerID: r.OwnerID, ProjectID: r.ProjectID, Visibility: r.Visibility, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }

@@ -146,7 +146,7 @@ type attemptListOutput struct {
 }
 
 func (s *Server) listAttempts(ctx context.Context, in *runActionInput) (*attemptListOutput, error) {
-	items, err := jobs.ListAttempts(ctx, s.opts.Pool, principal(ctx).UserID, in.ID)
+	items, err := jobs.ListAttempts(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no such run", "")
 	}
@@ -159,7 +159,7 @@ func (s *Server) backfill(ctx context.Context, in *backfillInput) (*backfillOutp
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for backfills"), "", "")
 	}
-	res, err := jobs.Backfill(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID, in.Body.From, in.Body.To)
+	res, err := jobs.Backfill(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID, in.Body.From, in.Body.To)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -170,7 +170,7 @@ func (s *Server) backfill(ctx context.Context, in *backfillInput) (*backfillOutp
 }
 
 func (s *Server) listOwnerRuns(ctx context.Context, in *ownerRunListInput) (*runListOutput, error) {
-	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).UserID, jobs.RunFilter{Status: in.Status},
+	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).ProjectID, jobs.RunFilter{Status: in.Status},
 		jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
 		return nil, s.taskError(ctx, err)
@@ -182,7 +182,7 @@ func (s *Server) retryRun(ctx context.Context, in *runActionInput) (*triggerOutp
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for retrying runs"), "", "")
 	}
-	res, err := jobs.RetryRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID)
+	res, err := jobs.RetryRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID)
 	switch {
 	case errors.Is(err, jobs.ErrRunNotRetryable):
 		return nil, huma.Error409Conflict("only a failed or cancelled run can be retried")
@@ -201,7 +201,7 @@ func (s *Server) cancelRun(ctx context.Context, in *runActionInput) (*runOutput,
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for cancelling runs"), "", "")
 	}
-	res, err := jobs.CancelRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).UserID, in.ID)
+	res, err := jobs.CancelRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no such run", "the run has already finished; retry it instead")
 	}
@@ -215,7 +215,7 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for manual runs"), "", "")
 	}
-	req := jobs.TriggerRequest{OwnerID: principal(ctx).UserID, TaskID: in.ID}
+	req := jobs.TriggerRequest{ProjectID: principal(ctx).ProjectID, TaskID: in.ID}
 	if b := in.Body; b != nil {
 		req.Payload, req.RunAt, req.IdempotencyKey = b.Payload, b.RunAt, b.IdempotencyKey
 	}
@@ -235,13 +235,13 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 func (s *Server) announce(ctx context.Context, runs ...jobs.Run) {
 	owned := make([]jobs.OwnedRun, len(runs))
 	for i, r := range runs {
-		owned[i] = jobs.OwnedRun{Run: r, OwnerID: principal(ctx).UserID}
+		owned[i] = jobs.OwnedRun{Run: r, ProjectID: principal(ctx).ProjectID}
 	}
 	s.opts.RunAnnouncer.Announce(context.WithoutCancel(ctx), owned...)
 }
 
 func (s *Server) listRuns(ctx context.Context, in *runListInput) (*runListOutput, error) {
-	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).UserID, jobs.RunFilter{TaskID: in.ID, Status: in.Status},
+	items, next, err := jobs.ListRunsWhere(ctx, s.opts.Pool, principal(ctx).ProjectID, jobs.RunFilter{TaskID: in.ID, Status: in.Status},
 		jobs.Page{Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
 		return nil, s.taskError(ctx, err)
@@ -250,7 +250,7 @@ func (s *Server) listRuns(ctx context.Context, in *runListInput) (*runListOutput
 }
 
 func (s *Server) getRun(ctx context.Context, in *runIDInput) (*runOutput, error) {
-	run, err := jobs.GetRun(ctx, s.opts.Pool, principal(ctx).UserID, in.ID)
+	run, err := jobs.GetRun(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no such run", "")
 	}

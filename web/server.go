@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -19,6 +18,8 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard/switchboard/accounts"
+	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/metrics"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -38,6 +39,23 @@ type Options struct {
 	JWTSecret []byte
 	// BcryptCost of password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+	// PasswordConcurrency bounds the bcrypt hashes and checks this replica
+	// runs at once; default the number of CPUs (accounts.Passwords).
+	PasswordConcurrency int
+	// PasswordWait is how long a password check waits for a free slot
+	// before a 503; default accounts.DefaultHashWait.
+	PasswordWait time.Duration
+	// Registration is who may register (default open); in invite mode
+	// Invites redeems the invite tokens, and without it every
+	// registration is refused.
+	Registration accounts.Registration
+	Invites      accounts.InviteRedeemer
+	// PublicURL is where people reach this service (scheme://host[:port]),
+	// for the links in password reset mail and answers.
+	PublicURL string
+	// Mailer sends password reset links (POST /v1/auth/forgot); nil: the
+	// route answers as always and logs that mail is not configured.
+	Mailer Mailer
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
 	// BodyReadTimeout is how long a request's body may take to arrive after
@@ -80,9 +98,15 @@ type Options struct {
 	Rooms RoomStore
 
 	// Cluster serves the operator routes (status, disconnect, drain) and
-	// Presence GET /v1/presence; nil leaves them out.
+	// the node-to-node routes under cluster.InternalPrefix, and readiness
+	// fails while it drains; Presence serves GET /v1/presence; nil leaves
+	// them out.
 	Cluster  clusterOperator
 	Presence presenceReader
+
+	// ReadyChecks are further conditions of readiness, after Postgres and
+	// the cluster's drain (the LISTEN connection, the hub not draining).
+	ReadyChecks []ReadyCheck
 
 	// everyRoute registers every route group whatever is set above: the
 	// document of a full web replica, built by Spec without a database.
@@ -96,9 +120,14 @@ type Server struct {
 	api    huma.API
 	tokens tokens
 	limits limits
+	// passwords hashes and checks passwords, bounded per replica;
+	// registrar applies the registration policy.
+	passwords *accounts.Passwords
+	registrar accounts.Registrar
+	// resetMail sends forgot-password mail after the answer.
+	resetMail *resetMailer
 
-	mu          sync.Mutex
-	readyChecks []readyCheck
+	checks []ReadyCheck // readiness, in order
 
 	basicCache *basicAuthCache
 	// idemWait overrides idempotencyWait (tests).
@@ -112,9 +141,14 @@ func New(opts Options) *Server {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret}}
+	s := &Server{opts: opts, tokens: tokens{secret: opts.JWTSecret},
+		passwords: accounts.NewPasswords(accounts.PasswordOptions{Cost: opts.BcryptCost, Concurrency: opts.PasswordConcurrency, Wait: opts.PasswordWait}),
+		registrar: accounts.Registrar{Policy: cmp.Or(opts.Registration, accounts.RegistrationOpen), Invites: opts.Invites},
+	}
 
 	s.buildLimits()
+	s.resetMail = s.newResetMailer()
+	s.registerPasswordMetrics()
 	s.idemOutcomes = newIdempotencyOutcomes(opts.Registry)
 
 	r := chi.NewRouter()
@@ -144,18 +178,25 @@ func New(opts Options) *Server {
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	describeAPI(&cfg)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.idempotent)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.requireProjectRole, s.idempotent)
 	s.router, s.api = r, api
 
 	s.mountDocs()
-	s.AddReadyCheck("postgres", s.pingPostgres)
+	s.checks = s.readyChecks()
+	if opts.Cluster != nil {
+		r.Mount(cluster.InternalPrefix, opts.Cluster.Handler())
+	}
 	registerHealth(api, s)
 	registerReadyGauge(opts.Registry, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
+		registerSessions(api, s)
+		registerResets(api, s)
 		registerTasks(api, s)
 		registerRuns(api, s)
 		registerAPIKeys(api, s)
+		registerProjects(api, s)
+		registerInvites(api, s)
 		if opts.everyRoute || opts.Tickets != nil && opts.Sockets != nil && opts.Events != nil && opts.RPC != nil {
 			registerRealtime(api, s)
 			registerEvents(api, s)

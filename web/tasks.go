@@ -125,7 +125,7 @@ func registerTasks(api huma.API, s *Server) {
 func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutput, error) {
 	b := in.Body
 	t := jobs.Task{
-		OwnerID: principal(ctx).UserID, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
+		OwnerID: principal(ctx).UserID, ProjectID: principal(ctx).ProjectID, Name: b.Name, Schedule: b.Schedule, Timezone: b.Timezone,
 		Action: b.Action, Active: b.Active == nil || *b.Active, Overlap: b.Overlap, MaxConcurrency: b.MaxConcurrency,
 		MaxAttempts: b.MaxAttempts, TimeoutSeconds: b.TimeoutSeconds,
 	}
@@ -144,7 +144,7 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 }
 
 func (s *Server) listTasks(ctx context.Context, in *taskListInput) (*taskListOutput, error) {
-	items, next, err := jobs.ListTasks(ctx, s.opts.Pool, principal(ctx).UserID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor}, in.Kind)
+	items, next, err := jobs.ListTasks(ctx, s.opts.Pool, principal(ctx).ProjectID, jobs.Page{Limit: in.Limit, Cursor: in.Cursor}, in.Kind)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -152,7 +152,7 @@ func (s *Server) listTasks(ctx context.Context, in *taskListInput) (*taskListOut
 }
 
 func (s *Server) getTask(ctx context.Context, in *taskIDInput) (*taskOutput, error) {
-	t, err := jobs.GetTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID)
+	t, err := jobs.GetTask(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -166,7 +166,7 @@ func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutpu
 	if err := s.requirePublishRoom(ctx, b.Action); err != nil {
 		return nil, err
 	}
-	t, err := jobs.UpdateTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, p, s.opts.WebhookAllowPrivate)
+	t, err := jobs.UpdateTask(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID, p, s.opts.WebhookAllowPrivate)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -175,7 +175,7 @@ func (s *Server) updateTask(ctx context.Context, in *taskPatchInput) (*taskOutpu
 }
 
 func (s *Server) deleteTask(ctx context.Context, in *taskIDInput) (*struct{}, error) {
-	if err := jobs.DeleteTask(ctx, s.opts.Pool, principal(ctx).UserID, in.ID); err != nil {
+	if err := jobs.DeleteTask(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID); err != nil {
 		return nil, s.taskError(ctx, err)
 	}
 	s.tasksChanged()
@@ -187,7 +187,7 @@ func (s *Server) rotateSecret(ctx context.Context, in *rotateSecretInput) (*task
 	if in.Body != nil {
 		until = in.Body.PreviousExpiresAt
 	}
-	t, err := jobs.RotateSigningSecret(ctx, s.opts.Pool, principal(ctx).UserID, in.ID, until)
+	t, err := jobs.RotateSigningSecret(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID, until)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/accounts"
 )
@@ -24,6 +25,16 @@ type Principal struct {
 	// KeyID and Scopes are set when the caller sent an API key.
 	KeyID  string
 	Scopes []string
+	// Session is set when the caller sent a user token (or a cookie that
+	// carries one), with the token's expiry: what a logout ends.
+	Session      accounts.Session
+	TokenExpires time.Time
+	// ProjectID is the project the request acts in (projectaccess.go) and
+	// ProjectRole the caller's role there: an API key's project, the
+	// project X-Switchboard-Project (or a /v1/projects/{id} path) names,
+	// else the account's personal project.
+	ProjectID   string
+	ProjectRole string
 }
 
 // IsAdmin reports whether the caller has the admin role.
@@ -31,25 +42,30 @@ func (p Principal) IsAdmin() bool { return p.Role == accounts.RoleAdmin }
 
 type claims struct {
 	Role string `json:"role"`
+	// Gen is the account's token generation when the token was issued;
+	// absent (0) in tokens issued before generations existed.
+	Gen int `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // tokens issues and verifies HS256 access tokens: sub is the user id, role
 // the user's role when it was issued (for the client to read: the server
-// reads the account on every request instead); they last 24 h and every
-// replica accepts them (one secret).
+// reads the account on every request instead), jti the token's id and gen
+// the account's token generation, which the per-request account read
+// checks (accounts.CheckSession); they last 24 h and every replica
+// accepts them (one secret).
 type tokens struct {
 	secret []byte
 }
 
 const tokenIssuer = "switchboard"
 
-func (t tokens) issue(userID, role string, now time.Time) (string, time.Time, error) {
+func (t tokens) issue(userID, role string, generation int, now time.Time) (string, time.Time, error) {
 	exp := now.Add(tokenTTL).UTC().Truncate(time.Second)
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
-		Role: role,
+		Role: role, Gen: generation,
 		RegisteredClaims: jwt.RegisteredClaims{
-			Subject: userID, Issuer: tokenIssuer,
+			ID: uuid.NewString(), Subject: userID, Issuer: tokenIssuer,
 			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 		},
 	})
@@ -70,10 +86,18 @@ func (t tokens) verify(raw string) (Principal, error) {
 		return Principal{}, errors.New("the access token has expired; log in again")
 	case err != nil:
 		return Principal{}, errors.New("the access token is invalid")
-	case c.Subject == "" || !accounts.ValidRole(c.Role):
+	case c.Subject == "" || !accounts.ValidRole(c.Role) || c.Gen < 0 || (c.ID != "" && uuid.Validate(c.ID) != nil):
 		return Principal{}, errors.New("the access token is invalid")
 	}
-	return Principal{UserID: c.Subject}, nil
+	jti := c.ID
+	if jti == "" { // issued before tokens had ids
+		jti = accounts.TokenIDOf(raw)
+	}
+	return Principal{
+		UserID:       c.Subject,
+		Session:      accounts.Session{UserID: c.Subject, TokenID: jti, Generation: c.Gen},
+		TokenExpires: c.ExpiresAt.Time,
+	}, nil
 }
 
 type principalKey struct{}
@@ -114,18 +138,27 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 }
 
 // checkAccount is Huma middleware after authenticate: it reads the caller's
-// account on every request, so a deleted or disabled account's tokens stop
-// working at once on every replica, and a role granted or revoked counts
-// from the next request on.
+// account and session on every request (one statement), so a deleted or
+// disabled account's tokens, and tokens signed out, stop working at once
+// on every replica, and a role granted or revoked counts from the next
+// request on.
 func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 	p, ok := ctx.Context().Value(principalKey{}).(Principal)
 	if !ok || p.KeyID != "" {
 		next(ctx)
 		return
 	}
-	role, err := s.activeRole(ctx.Context(), p.UserID)
+	project, bad := requestedProject(ctx)
+	if bad != "" {
+		_ = huma.WriteErr(s.api, ctx, http.StatusBadRequest, bad)
+		return
+	}
+	access, err := s.checkSession(ctx.Context(), p.Session, project)
 	var refused *accounts.RefusedError
 	switch {
+	case errors.Is(err, accounts.ErrProjectNotFound):
+		_ = huma.WriteErr(s.api, ctx, http.StatusNotFound, projectNotFound)
+		return
 	case errors.As(err, &refused):
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, refused.Error())
@@ -134,7 +167,7 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
 		return
 	}
-	p.Role = role
+	p.Role, p.ProjectID, p.ProjectRole = access.Role, access.ProjectID, access.ProjectRole
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
@@ -143,6 +176,15 @@ func (s *Server) activeRole(ctx context.Context, userID string) (string, error) 
 	role, err := accounts.ActiveRole(ctx, s.opts.Pool, userID)
 	s.logUnexpected(ctx, "read the caller's account", err)
 	return role, err
+}
+
+// checkSession is accounts.CheckSession, logging an unexpected error once.
+func (s *Server) checkSession(ctx context.Context, session accounts.Session, project string) (accounts.Access, error) {
+	a, err := accounts.CheckSession(ctx, s.opts.Pool, session, project)
+	if !errors.Is(err, accounts.ErrProjectNotFound) {
+		s.logUnexpected(ctx, "read the caller's account", err)
+	}
+	return a, err
 }
 
 // logUnexpected logs an error that is neither a refusal (the caller's

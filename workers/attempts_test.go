@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -28,7 +28,7 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 	var between jobs.Run
 	testwait.For(t, 10*time.Second, "the run to wait for its second attempt", func() bool {
 		var err error
-		between, err = jobs.GetRun(ctx, b.pool, b.owner, run.ID)
+		between, err = jobs.GetRun(ctx, b.pool, personal(t, b.pool, b.owner), run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 	if done.Status != jobs.StatusSucceeded || done.Attempt != 3 || done.NextAttemptAt != nil {
 		t.Fatalf("run: %+v", done)
 	}
-	attempts, err := jobs.ListAttempts(ctx, b.pool, b.owner, run.ID)
+	attempts, err := jobs.ListAttempts(ctx, b.pool, personal(t, b.pool, b.owner), run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestEveryAttemptIsRecorded(t *testing.T) {
 			t.Errorf("attempt %d started before attempt %d finished", i+1, i)
 		}
 	}
-	if _, err := jobs.ListAttempts(ctx, b.pool, dbtest.User(t, b.pool, nil).ID, run.ID); err == nil {
+	if _, err := jobs.ListAttempts(ctx, b.pool, personal(t, b.pool, dbtest.User(t, b.pool, nil).ID), run.ID); err == nil {
 		t.Fatal("another owner listed the attempts")
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime"
 )
@@ -69,6 +69,13 @@ func (p *benchPublisher) PublishUser(ctx context.Context, user, event string, pa
 	return p.bus.PublishUser(ctx, user, event, payload)
 }
 
+func (p *benchPublisher) PublishProject(ctx context.Context, project, event string, payload any) error {
+	if p.silent.Load() {
+		return nil
+	}
+	return p.bus.PublishProject(ctx, project, event, payload)
+}
+
 func (p *benchPublisher) PublishRoom(ctx context.Context, room, event string, payload any) error {
 	if p.silent.Load() {
 		return nil
@@ -82,9 +89,9 @@ type teePublisher struct {
 	then  *benchPublisher
 }
 
-func (t teePublisher) PublishUser(ctx context.Context, user, event string, payload any) error {
-	_ = t.first.PublishUser(ctx, user, event, payload)
-	return t.then.PublishUser(ctx, user, event, payload)
+func (t teePublisher) PublishProject(ctx context.Context, project, event string, payload any) error {
+	_ = t.first.PublishProject(ctx, project, event, payload)
+	return t.then.PublishProject(ctx, project, event, payload)
 }
 
 // benchPoolSize is the pool of a replica with default settings.
@@ -182,7 +189,7 @@ type claimClock struct {
 	at map[string]time.Time // run id → announced
 }
 
-func (c *claimClock) PublishUser(_ context.Context, _, _ string, payload any) error {
+func (c *claimClock) PublishProject(_ context.Context, _, _ string, payload any) error {
 	if r, ok := payload.(jobs.Run); ok {
 		c.mu.Lock()
 		c.at[r.ID] = time.Now()
@@ -266,7 +273,7 @@ func BenchmarkDueLag(b *testing.B) {
 // runs/s and webhook-task runs/s (claim, enqueue, work, record; the
 // webhook's target a local server answering 204) on one worker node, one
 // after the other in the same run; the ratio of each to the no-op rate is
-// the figure issue 18's goal 1 names. Runs announce their statuses and a
+// the throughput figure docs/scaling.md sets a goal for. Runs announce their statuses and a
 // publish action publishes its event through the realtime bus, stored in
 // the owner's stream as in production (four stored events a publish run,
 // three a webhook run). "silent" runs are publish runs that drop every
@@ -331,7 +338,7 @@ func (n *benchNode) rate(b *testing.B, count int, done string, start func()) flo
 // parallel claims as the claim loop's), advances them and inserts a no-op River job per tick in
 // the same transaction; River works the jobs. No run rows, no attempts, no
 // announcements: any design of runs costs at least this. Its ratio to the
-// no-op rate bounds issue 18's goal 1 from above.
+// no-op rate bounds that goal from above.
 func BenchmarkThroughputFloor(b *testing.B) {
 	const jobsCount = 5000
 	ctx := context.Background()

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -57,7 +57,7 @@ func TestCoordinatorAnswersNotices(t *testing.T) {
 	// The claim's look wakes River for the run; it parks again after.
 	testwait.For(t, 20*time.Second, "River to park again", func() bool { return q.River().Parks() > parks && q.River().Parked() })
 
-	run, err := jobs.TriggerRun(ctx, pool, newWebClient(t, pool), owner, task)
+	run, err := jobs.TriggerRun(ctx, pool, newWebClient(t, pool), personal(t, pool, owner), task)
 	if err != nil {
 		t.Fatal(err)
 	}

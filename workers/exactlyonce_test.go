@@ -16,8 +16,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -84,6 +84,9 @@ type noopPublisher struct{}
 
 func (noopPublisher) PublishUser(context.Context, string, string, any) error { return nil }
 func (noopPublisher) PublishRoom(context.Context, string, string, any) error { return nil }
+func (noopPublisher) PublishProject(context.Context, string, string, any) error {
+	return nil
+}
 
 // startReplica starts a replica claiming ticks lead ahead (0: once due).
 func startReplica(t *testing.T, url string, lead time.Duration) *replica {

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -167,7 +167,7 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	b.start(t)
 	b.listen(t)
 	runAt := time.Now().Add(1500 * time.Millisecond)
-	res, err := jobs.Trigger(ctx, b.pool, b.web, jobs.TriggerRequest{OwnerID: b.owner, TaskID: task.ID, RunAt: &runAt})
+	res, err := jobs.Trigger(ctx, b.pool, b.web, jobs.TriggerRequest{ProjectID: personal(t, b.pool, b.owner), TaskID: task.ID, RunAt: &runAt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestSnoozedRunStartsWhenSlotFrees(t *testing.T) {
 	testwait.For(t, 20*time.Second, "the first run to call its webhook", func() bool { return len(hook.requests()) == 1 })
 	// Another web replica: River's client sends at most one insert
 	// notification per queue per FetchCooldown (25 ms).
-	second, err := jobs.TriggerRun(context.Background(), b.pool, newWebClient(t, b.pool), b.owner, task.ID)
+	second, err := jobs.TriggerRun(context.Background(), b.pool, newWebClient(t, b.pool), personal(t, b.pool, b.owner), task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/ratelimit"
 	"github.com/switchboard/switchboard/jobs"
@@ -31,7 +32,8 @@ func Maintenance(o Options) []MaintenanceTask {
 			PruneStreamsTask(o.DB, o.StreamRetention),
 			dbTask("delete_spilled_bus_messages", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {
 				return realtime.DeleteSpilled(ctx, q, realtime.SpillRetention)
-			}))
+			}),
+			dbTask("prune_ended_sessions", 10*time.Minute, o.DB, accounts.PruneEndedSessions))
 	}
 	if o.DB != nil && o.RateLimitRetention > 0 {
 		tasks = append(tasks, dbTask("ratelimit_prune", time.Minute, o.DB, func(ctx context.Context, q db.DB) (int64, error) {

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
-	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // claimLog records every claim of every loop on one database.

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -60,7 +60,7 @@ func TestOutcomeSurvivesDatabaseOutage(t *testing.T) {
 	if got.Status != jobs.StatusSucceeded || got.Attempt != 1 {
 		t.Fatalf("run after the outage: status %s, attempt %d (want succeeded on attempt 1)", got.Status, got.Attempt)
 	}
-	attempts, err := jobs.ListAttempts(ctx, direct, b.owner, run.ID)
+	attempts, err := jobs.ListAttempts(ctx, direct, personal(t, direct, b.owner), run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

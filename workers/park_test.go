@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -86,7 +86,7 @@ func slowRunning(t *testing.T, pool *pgxpool.Pool, owner string, stopTimeout tim
 	r = parkingRiver(t, pool, stopTimeout)
 	t.Cleanup(release) // before r.Stop: cleanups run last first
 	task = parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
-	run, err := jobs.TriggerRun(context.Background(), pool, r.Client(), owner, task)
+	run, err := jobs.TriggerRun(context.Background(), pool, r.Client(), personal(t, pool, owner), task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestRiverParks(t *testing.T) {
 			t.Fatalf("a tick in %s, parked: asked %s ahead (parked %v), want %s, still parked", ParkHorizon*3/4, ahead, r.Parked(), UnparkLead)
 		}
 		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionPublish, Event: "parked"})
-		run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		run, err := jobs.TriggerRun(ctx, pool, r.Client(), personal(t, pool, owner), task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestRiverParks(t *testing.T) {
 			t.Fatal("not parked after the stop timed out")
 		}
 		// Work arrives while that stop still waits for the job.
-		next, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		next, err := jobs.TriggerRun(ctx, pool, r.Client(), personal(t, pool, owner), task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func TestRiverParks(t *testing.T) {
 		r.Wake()
 		r.Outlook(jobs.Outlook{Claim: 0, Job: jobs.NoWork, Available: true})
 		task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionPublish, Event: "drained"})
-		run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+		run, err := jobs.TriggerRun(ctx, pool, r.Client(), personal(t, pool, owner), task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestParkedRiverRunsARetryDueLater(t *testing.T) {
 	r := q.River()
 
 	task := parkTask(t, pool, owner, jobs.Action{Type: jobs.ActionWebhook, URL: target.URL, Method: http.MethodPost})
-	run, err := jobs.TriggerRun(ctx, pool, r.Client(), owner, task)
+	run, err := jobs.TriggerRun(ctx, pool, r.Client(), personal(t, pool, owner), task)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/switchboard/switchboard/infra/db"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
@@ -61,10 +61,10 @@ func TestMaintenanceDeclaration(t *testing.T) {
 		want []string
 	}{
 		{"database", func(q db.DB) Options { return Options{DB: q} },
-			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages"}},
+			[]string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "prune_ended_sessions"}},
 		{"everything", func(q db.DB) Options {
 			return Options{DB: q, RateLimitRetention: time.Minute, ReapNodes: reap, PruneIdempotency: reap}
-		}, []string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "ratelimit_prune", "idempotency_prune", "reap_cluster_nodes"}},
+		}, []string{"prune_runs", "reconcile_runs", "reap_ws_tickets", "prune_streams", "delete_spilled_bus_messages", "prune_ended_sessions", "ratelimit_prune", "idempotency_prune", "reap_cluster_nodes"}},
 		{"no database", func(db.DB) Options { return Options{ReapNodes: reap} }, []string{"reap_cluster_nodes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

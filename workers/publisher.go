@@ -6,10 +6,12 @@ import (
 	"log/slog"
 )
 
-// Publisher delivers realtime events to users' sockets on every replica.
+// Publisher delivers realtime events to the sockets of users, of rooms'
+// members and of projects' members on every replica.
 type Publisher interface {
 	PublishUser(ctx context.Context, userID, event string, payload any) error
 	PublishRoom(ctx context.Context, room, event string, payload any) error
+	PublishProject(ctx context.Context, projectID, event string, payload any) error
 }
 
 // RoomAccess answers whether a user may post to a room (realtime.Rooms):
@@ -44,6 +46,12 @@ type LogPublisher struct {
 // PublishUser logs an event addressed to a user.
 func (p LogPublisher) PublishUser(ctx context.Context, userID, event string, _ any) error {
 	p.log(ctx, "user", userID, event)
+	return nil
+}
+
+// PublishProject logs an event addressed to a project's stream.
+func (p LogPublisher) PublishProject(ctx context.Context, projectID, event string, _ any) error {
+	p.log(ctx, "project", projectID, event)
 	return nil
 }
 

@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/startstop"
-	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
 	"github.com/switchboard/switchboard/jobs"
 )
 

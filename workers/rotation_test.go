@@ -20,7 +20,7 @@ func TestSigningSecretRotation(t *testing.T) {
 	hook := newHookServer(t, func(int, http.ResponseWriter, *http.Request) {})
 	task := b.task(t, webhook(hook.URL))
 	ctx := context.Background()
-	rotated, err := jobs.RotateSigningSecret(ctx, b.pool, b.owner, task.ID, nil)
+	rotated, err := jobs.RotateSigningSecret(ctx, b.pool, personal(t, b.pool, b.owner), task.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

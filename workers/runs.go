@@ -119,7 +119,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
 	}
-	w.announce(ctx, jobs.OwnedRun{Run: rc.Run, OwnerID: rc.Task.OwnerID})
+	w.announce(ctx, jobs.OwnedRun{Run: rc.Run, ProjectID: rc.Task.ProjectID})
 
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(rc.Task.TimeoutSeconds)*time.Second)
@@ -201,11 +201,11 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 		return true
 	}
 	w.logger.DebugContext(ctx, "run attempt recorded", "run_id", run.ID, "status", run.Status, "attempt", run.Attempt)
-	w.announce(ctx, jobs.OwnedRun{Run: run, OwnerID: rc.Task.OwnerID, Ended: &jobs.EndedAttempt{Action: rc.Task.Action.Type, Outcome: o}})
+	w.announce(ctx, jobs.OwnedRun{Run: run, ProjectID: rc.Task.ProjectID, Ended: &jobs.EndedAttempt{Action: rc.Task.Action.Type, Outcome: o}})
 	return true
 }
 
-// announce announces the run's new status to its owner.
+// announce announces the run's new status to its project.
 func (w *runWorker) announce(ctx context.Context, r jobs.OwnedRun) {
 	w.announcer.Announce(context.WithoutCancel(ctx), r)
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -39,9 +39,10 @@ func TestRunWorker(t *testing.T) {
 		if ev := strings.Join(b.pub.runEvents(run.ID), " "); ev != "task.run.running task.run.succeeded" {
 			t.Fatalf("events: %s", ev)
 		}
+		project := personal(t, b.pool, b.owner)
 		for _, e := range b.pub.events {
-			if e.user != b.owner {
-				t.Fatalf("event %s went to %q, not the owner", e.name, e.user)
+			if e.project != project || e.user != "" {
+				t.Fatalf("event %s went to project %q user %q, not the task's project", e.name, e.project, e.user)
 			}
 		}
 	})
@@ -162,7 +163,7 @@ func TestRunWorker(t *testing.T) {
 			t.Logf("error: %v", *got.Error)
 			t.Fatalf("run: %+v", got)
 		}
-		after, err := jobs.GetTask(ctx, b.pool, b.owner, task.ID)
+		after, err := jobs.GetTask(ctx, b.pool, personal(t, b.pool, b.owner), task.ID)
 		if err != nil || after.Active || after.NextRunAt != nil {
 			t.Fatalf("task after 410: active %v next %v (%v)", after.Active, after.NextRunAt, err)
 		}
@@ -213,7 +214,7 @@ func TestRunWorker(t *testing.T) {
 		hook := newHookServer(t, func(int, http.ResponseWriter, *http.Request) {})
 		task := b.task(t, webhook(hook.URL))
 		run := b.trigger(t, task.ID)
-		if err := jobs.DeleteTask(ctx, b.pool, b.owner, task.ID); err != nil {
+		if err := jobs.DeleteTask(ctx, b.pool, personal(t, b.pool, b.owner), task.ID); err != nil {
 			t.Fatal(err)
 		}
 		testwait.For(t, 10*time.Second, "the job to complete", func() bool {

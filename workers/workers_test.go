@@ -15,8 +15,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/accounts"
+	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/migrations"
 )
@@ -25,8 +27,8 @@ func TestMain(m *testing.M) { dbtest.Main(m, migrations.Hash(), migrations.Migra
 
 // event is one publish a recordingPublisher saw.
 type event struct {
-	user, room, name string
-	payload          any
+	user, room, project, name string
+	payload                   any
 }
 
 // recordingPublisher stands in for the realtime bus.
@@ -40,6 +42,23 @@ func (p *recordingPublisher) PublishUser(_ context.Context, userID, name string,
 	defer p.mu.Unlock()
 	p.events = append(p.events, event{user: userID, name: name, payload: payload})
 	return nil
+}
+
+func (p *recordingPublisher) PublishProject(_ context.Context, project, name string, payload any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.events = append(p.events, event{project: project, name: name, payload: payload})
+	return nil
+}
+
+// personal is the personal project of user.
+func personal(t testing.TB, q db.DB, user string) string {
+	t.Helper()
+	id, err := accounts.PersonalProject(context.Background(), q, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func (p *recordingPublisher) PublishRoom(_ context.Context, room, name string, payload any) error {
@@ -136,7 +155,7 @@ func (b *testBundle) task(t *testing.T, action jobs.Action, mods ...func(*jobs.T
 
 func (b *testBundle) trigger(t *testing.T, taskID string) jobs.Run {
 	t.Helper()
-	run, err := jobs.TriggerRun(context.Background(), b.pool, b.river, b.owner, taskID)
+	run, err := jobs.TriggerRun(context.Background(), b.pool, b.river, personal(t, b.pool, b.owner), taskID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +168,7 @@ func (b *testBundle) waitRun(t *testing.T, id string, within time.Duration) jobs
 	var run jobs.Run
 	testwait.For(t, within, "run "+id+" to finish", func() bool {
 		var err error
-		run, err = jobs.GetRun(context.Background(), b.pool, b.owner, id)
+		run, err = jobs.GetRun(context.Background(), b.pool, personal(t, b.pool, b.owner), id)
 		if err != nil {
 			t.Fatal(err)
 		}

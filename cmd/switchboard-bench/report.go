@@ -187,7 +187,7 @@ func (r *report) markdown(o options) string {
 	fmt.Fprintf(&b, "| reproduce | `%s` |\n\n", reproduce(o))
 	b.WriteString("Each figure sits beside its baseline measured in the same run, on the same database and machine " +
 		"(raw River jobs, httprate's in-memory counter, same-replica delivery). PostgreSQL is the one the tests use " +
-		"(TEST_DATABASE_URL, or a private server started by infra/dbtest).\n")
+		"(TEST_DATABASE_URL, or a private server started by infra/testkit/dbtest).\n")
 	ran := map[string]pkgResult{}
 	for _, p := range r.pkgs {
 		if len(p.results) > 0 || p.err != nil {

@@ -27,7 +27,7 @@ const streamPace = 80 * time.Millisecond
 // streamClientScript is the Node client, relative to the module root.
 const streamClientScript = "clients/js/test/hacheck/stream-client.js"
 
-// checkDurableStream (issue 13's HA acceptance): a clients/js RealtimeClient
+// checkDurableStream: a clients/js RealtimeClient
 // follows a fresh user's stream from one replica while the two others
 // publish to that user; the replica holding its socket is killed with -9
 // mid-stream (and started again), then PostgreSQL is restarted mid-stream.
@@ -145,55 +145,71 @@ func (h *harness) streamChaos(ctx context.Context, f *figures, nc *nodeClient, p
 func verifyStream(f *figures, nc *nodeClient, pub *streamPublisher, acked []string) []error {
 	var errs []error
 	evs, opens, notes := nc.snapshot()
-	ackedSet := map[string]bool{}
-	for _, id := range acked {
-		ackedSet[id] = true
-	}
-	seen := map[string]int{}
-	dup, unknown, badOffsets := 0, 0, 0
-	want := pub.stream()
-	for i, e := range evs {
-		seen[e.ID]++
-		if seen[e.ID] > 1 {
-			dup++
-		}
-		if !ackedSet[e.ID] {
-			unknown++
-		}
-		if e.Stream != want || (i > 0 && (e.Offset != evs[i-1].Offset+1 || e.Epoch != evs[0].Epoch)) {
-			if badOffsets == 0 {
-				errs = append(errs, fmt.Errorf("event %d: stream %s offset %d epoch %s after offset %d", i, e.Stream, e.Offset, e.Epoch, offsetAt(evs, i-1)))
-			}
-			badOffsets++
-		}
-	}
-	missing := 0
-	for _, id := range acked {
-		if seen[id] == 0 {
-			missing++
-		}
+	a := auditStream(evs, acked, pub.stream())
+	if a.firstBad != "" {
+		errs = append(errs, errors.New(a.firstBad))
 	}
 	f.add("events", streamEvents)
 	f.add("acked", len(acked))
 	f.add("post_retries", pub.retries())
 	f.add("received", len(evs))
-	f.add("dup", dup)
-	f.add("missing", missing)
-	f.add("unacked_received", unknown)
+	f.add("dup", a.dup)
+	f.add("missing", a.missing)
+	f.add("unacked_received", a.unknown)
 	f.add("reconnects", len(opens)-1)
 	if len(acked) != streamEvents {
 		errs = append(errs, fmt.Errorf("%d of %d events were never acknowledged: %v", streamEvents-len(acked), streamEvents, pub.lastError()))
 	}
-	if dup > 0 || missing > 0 || unknown > 0 {
-		errs = append(errs, fmt.Errorf("dup=%d missing=%d unacknowledged=%d", dup, missing, unknown))
+	if a.dup > 0 || a.missing > 0 || a.unknown > 0 {
+		errs = append(errs, fmt.Errorf("dup=%d missing=%d unacknowledged=%d", a.dup, a.missing, a.unknown))
 	}
-	if badOffsets > 0 {
-		errs = append(errs, fmt.Errorf("%d events out of offset order", badOffsets))
+	if a.badOffsets > 0 {
+		errs = append(errs, fmt.Errorf("%d events out of offset order", a.badOffsets))
 	}
 	if len(notes) > 0 {
 		errs = append(errs, fmt.Errorf("client reported %s", strings.Join(notes, "; ")))
 	}
 	return errs
+}
+
+// streamAudit is what a follower received, against what was acknowledged.
+type streamAudit struct {
+	dup, missing, unknown, badOffsets int
+	firstBad                          string // the first event out of order
+}
+
+// auditStream counts, in evs (as the follower emitted them), events
+// received twice, acknowledged events not received, events never
+// acknowledged, and events not on want's stream at the offset after the
+// previous one in the first one's epoch.
+func auditStream(evs []streamEvent, acked []string, want string) streamAudit {
+	var a streamAudit
+	ackedSet := map[string]bool{}
+	for _, id := range acked {
+		ackedSet[id] = true
+	}
+	seen := map[string]int{}
+	for i, e := range evs {
+		seen[e.ID]++
+		if seen[e.ID] > 1 {
+			a.dup++
+		}
+		if !ackedSet[e.ID] {
+			a.unknown++
+		}
+		if e.Stream != want || (i > 0 && (e.Offset != evs[i-1].Offset+1 || e.Epoch != evs[0].Epoch)) {
+			if a.badOffsets == 0 {
+				a.firstBad = fmt.Sprintf("event %d: stream %s offset %d epoch %s after offset %d", i, e.Stream, e.Offset, e.Epoch, offsetAt(evs, i-1))
+			}
+			a.badOffsets++
+		}
+	}
+	for _, id := range acked {
+		if seen[id] == 0 {
+			a.missing++
+		}
+	}
+	return a
 }
 
 func offsetAt(evs []streamEvent, i int) int64 {
@@ -500,7 +516,7 @@ func (p *streamPublisher) run(ctx context.Context) {
 }
 
 // publish retries one event for up to 30 s, moving to the next target
-// replica after each failure.
+// replica after each failure, with backoff.
 func (p *streamPublisher) publish(ctx context.Context, start int, id string) {
 	body, _ := json.Marshal(map[string]any{"to": p.to.ID, "event": "hacheck.stream", "payload": map[string]string{"id": id}})
 	deadline := time.Now().Add(30 * time.Second)
@@ -520,7 +536,7 @@ func (p *streamPublisher) publish(ctx context.Context, start int, id string) {
 		p.nretry++
 		p.lastErr = fmt.Errorf("event %s on r%d: %w", id, r+1, err)
 		p.mu.Unlock()
-		sleepCtx(ctx, 100*time.Millisecond)
+		sleepCtx(ctx, backoff(i, 100*time.Millisecond, 2*time.Second))
 	}
 }
 

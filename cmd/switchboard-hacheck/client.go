@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,25 +51,37 @@ func httpClient(localIP string) *http.Client {
 
 var defaultClient = httpClient("")
 
-// send makes one request with hc to url.
+// send makes one request with hc to url, with a JSON body when body is
+// not nil and a bearer token when token is set.
 func send(ctx context.Context, hc *http.Client, method, url, token string, body any) (*response, error) {
-	var rd io.Reader
+	headers := map[string]string{}
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
+		headers["Content-Type"] = "application/json"
+	}
+	if token != "" {
+		headers["Authorization"] = "Bearer " + token
+	}
+	return sendRaw(ctx, hc, method, url, headers, b)
+}
+
+// sendRaw makes one request with these headers and body (none when nil)
+// and reads the answer whole.
+func sendRaw(ctx context.Context, hc *http.Client, method, url string, headers map[string]string, body []byte) (*response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -146,6 +159,18 @@ func (c retrying) do(ctx context.Context, start int, method, path, token string,
 		}
 	}
 	return nil, c.attempts - 1, fmt.Errorf("%s %s failed %d times: %w", method, path, c.attempts, last)
+}
+
+// backoff is how long a client waits before its retry number i (from 0):
+// base, doubling, at most ceiling, then ±50 % jitter, so clients one
+// outage failed together neither come back at one instant nor hammer a
+// cluster that is recovering.
+func backoff(i int, base, ceiling time.Duration) time.Duration {
+	d := ceiling
+	if i < 30 && base<<i < ceiling {
+		d = base << i
+	}
+	return d/2 + rand.N(d+1)
 }
 
 func (h *harness) retrier() retrying {

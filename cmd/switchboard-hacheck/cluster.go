@@ -16,8 +16,9 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/freeport"
-	"github.com/switchboard/switchboard/infra/pgbouncer"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/cutproxy"
+	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 )
 
 const replicaCount = 3
@@ -40,6 +41,18 @@ type cluster struct {
 	// (listenURL), both at one address however the server behind moves.
 	bouncer   *pgbouncer.Bouncer
 	listenURL string
+	// proxies[i] stands between replica i and PostgreSQL (-soak), so one
+	// replica's connections can be cut; replica i's pool connections are
+	// named soakAppName(i).
+	proxies []*cutproxy.Proxy
+}
+
+// clusterOptions say what stands between the replicas and PostgreSQL.
+type clusterOptions struct {
+	// bouncer: a real PgBouncer in transaction mode (-pgbouncer).
+	bouncer bool
+	// proxies: a cut proxy per replica (-soak).
+	proxies bool
 }
 
 // dbEnv is how every switchboard process reaches the database.
@@ -53,7 +66,7 @@ func (c *cluster) dbEnv() []string {
 
 // startCluster builds the binary, starts PostgreSQL and the replicas, and
 // waits until every replica is ready.
-func startCluster(ctx context.Context, dir string, throughBouncer bool, progress func(string, ...any)) (*cluster, error) {
+func startCluster(ctx context.Context, dir string, opts clusterOptions, progress func(string, ...any)) (*cluster, error) {
 	c := &cluster{dir: dir, bin: filepath.Join(dir, "switchboard")}
 	progress("building %s", c.bin)
 	if err := replica.Build(ctx, replica.BuildOptions{Output: c.bin}); err != nil {
@@ -62,27 +75,31 @@ func startCluster(ctx context.Context, dir string, throughBouncer bool, progress
 	if err := c.startPostgres(ctx, progress); err != nil {
 		return c, err
 	}
-	if throughBouncer {
+	if opts.bouncer {
 		if err := c.startBouncer(ctx, progress); err != nil {
 			return c, err
 		}
 	}
 	secret := func() string { b := make([]byte, 24); _, _ = rand.Read(b); return hex.EncodeToString(b) }
-	shared := append(c.dbEnv(),
-		"SWITCHBOARD_JWT_SECRET="+secret(),
-		"SWITCHBOARD_CLUSTER_SECRET="+secret(),
+	shared := []string{
+		"SWITCHBOARD_JWT_SECRET=" + secret(),
+		"SWITCHBOARD_CLUSTER_SECRET=" + secret(),
 		"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true",
 		"SWITCHBOARD_LOG_FORMAT=json",
 		"SWITCHBOARD_BCRYPT_COST=4",
 		"SWITCHBOARD_SHUTDOWN_TIMEOUT=15s",
-	)
+	}
 	for i := range replicaCount {
 		name := fmt.Sprintf("r%d", i+1)
 		addr, err := freeport.Addr()
 		if err != nil {
 			return c, err
 		}
-		env := append(append([]string(nil), shared...), "SWITCHBOARD_ADVERTISE_ADDR="+addr, "SWITCHBOARD_DATA_DIR="+filepath.Join(dir, "data-"+name))
+		dbEnv, err := c.replicaDBEnv(i, opts.proxies)
+		if err != nil {
+			return c, err
+		}
+		env := append(append(dbEnv, shared...), "SWITCHBOARD_ADVERTISE_ADDR="+addr, "SWITCHBOARD_DATA_DIR="+filepath.Join(dir, "data-"+name))
 		r, err := replica.New(replica.Options{
 			Bin: c.bin, Name: name, Addr: addr, Env: env,
 			LogPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i+1)),
@@ -105,6 +122,32 @@ func startCluster(ctx context.Context, dir string, throughBouncer bool, progress
 		}
 	}
 	return c, nil
+}
+
+// replicaDBEnv is how replica i reaches the database: as every process
+// does (dbEnv), or through a cut proxy of its own with its pool
+// connections named soakAppName(i).
+func (c *cluster) replicaDBEnv(i int, proxied bool) ([]string, error) {
+	if !proxied {
+		return c.dbEnv(), nil
+	}
+	if c.bouncer != nil {
+		return nil, errors.New("cut proxies stand in front of PostgreSQL itself, not PgBouncer")
+	}
+	p, err := cutproxy.Start(c.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	c.proxies = append(c.proxies, p)
+	u, err := url.Parse(c.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("application_name", soakAppName(i))
+	u.RawQuery = q.Encode()
+	return []string{"DATABASE_URL=" + u.String()}, nil
 }
 
 // startPostgres uses DATABASE_URL when set; otherwise starts a private
@@ -189,6 +232,9 @@ func (c *cluster) stop() {
 		wg.Go(func() { _, _, _ = r.Terminate(5 * time.Second) })
 	}
 	wg.Wait()
+	for _, p := range c.proxies {
+		p.Close()
+	}
 	if c.bouncer != nil {
 		c.bouncer.Stop()
 	}

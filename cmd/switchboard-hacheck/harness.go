@@ -78,7 +78,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	_ = os.Chmod(dir, 0o755)
 	h := &harness{opts: opts, dir: dir, users: map[string]*user{}, started: time.Now()}
 	h.progress("temp dir %s", dir)
-	if h.cl, err = startCluster(ctx, dir, opts.pgbouncer, h.progress); err != nil {
+	if h.cl, err = startCluster(ctx, dir, clusterOptions{bouncer: opts.pgbouncer, proxies: opts.soak > 0}, h.progress); err != nil {
 		return h, err
 	}
 	h.readyAt = time.Now()
@@ -88,7 +88,7 @@ func newHarness(ctx context.Context, opts options) (*harness, error) {
 	if err := h.registerUsers(ctx); err != nil {
 		return h, err
 	}
-	if h.selected("cron exactly-once") {
+	if opts.soak == 0 && h.selected("cron exactly-once") {
 		h.startCron(ctx)
 	}
 	return h, nil
@@ -102,7 +102,7 @@ func (h *harness) runAll(ctx context.Context) bool {
 			continue
 		}
 		if c.name == "cron exactly-once" {
-			h.soak(ctx)
+			h.waitCron(ctx)
 		}
 		if ctx.Err() != nil {
 			h.report(c.name, nil, fmt.Errorf("not run: %w", ctx.Err()))
@@ -133,16 +133,16 @@ func (h *harness) report(name string, f figures, err error) {
 	}
 }
 
-// soak waits until the cron task has run for the profile's soak length.
-func (h *harness) soak(ctx context.Context) {
+// waitCron waits until the cron task has run for the profile's cronFor.
+func (h *harness) waitCron(ctx context.Context) {
 	if h.cron.task == nil {
 		return
 	}
-	left := time.Until(h.cron.created.Add(h.opts.profile.soak))
+	left := time.Until(h.cron.created.Add(h.opts.profile.cronFor))
 	if left <= 0 {
 		return
 	}
-	h.progress("soaking %s more (cron task running on 3 replicas)", left.Round(time.Second))
+	h.progress("waiting %s more (cron task running on 3 replicas)", left.Round(time.Second))
 	select {
 	case <-ctx.Done():
 	case <-time.After(left):

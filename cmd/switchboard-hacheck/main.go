@@ -11,14 +11,21 @@
 //
 //	go run ./cmd/switchboard-hacheck                 # default profile (< 5 min)
 //	go run ./cmd/switchboard-hacheck -profile ci     # shorter, for CI
-//	go run ./cmd/switchboard-hacheck -duration 10m   # longer soak
+//	go run ./cmd/switchboard-hacheck -duration 10m   # the cron task runs longer
 //	go run ./cmd/switchboard-hacheck -pgbouncer      # through PgBouncer, primary switch included
+//	go run ./cmd/switchboard-hacheck -soak 10m       # random-fault soak (-seed N reproduces its faults)
+//
+// -soak runs, instead of the checks, a mixed workload on the three replicas
+// while a fault injector (seeded) kills, stops, cuts and restarts things,
+// then checks the invariants from the database and its recorders (soak.go).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"regexp"
@@ -29,8 +36,8 @@ import (
 // profile sets how long each phase lasts.
 type profile struct {
 	name string
-	// soak is the minimum time the cron task runs, chaos included.
-	soak time.Duration
+	// cronFor is the least time the cron task runs, chaos included.
+	cronFor time.Duration
 	// pgDown is how long PostgreSQL stays stopped.
 	pgDown time.Duration
 	// load is how long the API load runs around a SIGTERM.
@@ -42,8 +49,8 @@ type profile struct {
 }
 
 var profiles = map[string]profile{
-	"default": {name: "default", soak: 2 * time.Minute, pgDown: 4 * time.Second, load: 4 * time.Second, hammer: 3 * time.Second, rescue: 75 * time.Second},
-	"ci":      {name: "ci", soak: 60 * time.Second, pgDown: 3 * time.Second, load: 3 * time.Second, hammer: 2 * time.Second, rescue: 75 * time.Second},
+	"default": {name: "default", cronFor: 2 * time.Minute, pgDown: 4 * time.Second, load: 4 * time.Second, hammer: 3 * time.Second, rescue: 75 * time.Second},
+	"ci":      {name: "ci", cronFor: 60 * time.Second, pgDown: 3 * time.Second, load: 3 * time.Second, hammer: 2 * time.Second, rescue: 75 * time.Second},
 }
 
 type options struct {
@@ -54,6 +61,10 @@ type options struct {
 	pgbouncer bool
 	only      *regexp.Regexp
 	verbose   bool
+	// soak, when set, runs the random-fault soak for this long instead of
+	// the checks; seed draws its faults.
+	soak time.Duration
+	seed uint64
 }
 
 func main() {
@@ -69,7 +80,11 @@ func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A hard ceiling so a hung check cannot hold CI forever.
-	ctx, cancel := context.WithTimeout(ctx, opts.profile.soak+8*time.Minute)
+	ceiling := opts.profile.cronFor + 8*time.Minute
+	if opts.soak > 0 {
+		ceiling = opts.soak + drainWithin + 2*recoverWithin + 5*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, ceiling)
 	defer cancel()
 
 	start := time.Now()
@@ -81,14 +96,23 @@ func realMain() int {
 		}
 		return 1
 	}
-	ok := h.runAll(ctx)
+	var ok bool
+	if opts.soak > 0 {
+		ok = h.runSoak(ctx)
+	} else {
+		ok = h.runAll(ctx)
+	}
 	h.close(ok)
 	verdict := "PASS"
 	if !ok {
 		verdict = "FAIL"
 	}
-	fmt.Printf("%s switchboard-hacheck  profile=%s pgbouncer=%v checks=%d failed=%d elapsed=%s\n",
-		verdict, opts.profile.name, opts.pgbouncer, h.ran, h.failed, time.Since(start).Round(time.Second))
+	if opts.soak > 0 {
+		fmt.Printf("%s switchboard-hacheck -soak %s -seed %d  elapsed=%s\n", verdict, opts.soak, opts.seed, time.Since(start).Round(time.Second))
+	} else {
+		fmt.Printf("%s switchboard-hacheck  profile=%s pgbouncer=%v checks=%d failed=%d elapsed=%s\n",
+			verdict, opts.profile.name, opts.pgbouncer, h.ran, h.failed, time.Since(start).Round(time.Second))
+	}
 	if !ok {
 		return 1
 	}
@@ -103,18 +127,26 @@ func parseFlags() (options, error) {
 		only     string
 	)
 	flag.StringVar(&name, "profile", "default", "default, or ci (shorter)")
-	flag.DurationVar(&duration, "duration", 0, "soak length: how long the every-second cron task runs, chaos included (default: the profile's)")
+	flag.DurationVar(&duration, "duration", 0, "how long the every-second cron task runs under the checks, chaos included (default: the profile's)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (binary, logs, database) after a passing run; a failing run always keeps it")
 	flag.StringVar(&only, "run", "", "run only the checks whose name matches this regexp (setup always runs)")
 	flag.BoolVar(&o.verbose, "v", false, "print progress while checks run")
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "run the replicas through a real PgBouncer (transaction mode; LISTEN on a session-mode alias) and add the primary-switch check")
+	flag.DurationVar(&o.soak, "soak", 0, "run the random-fault soak for this long instead of the checks (e.g. 10m)")
+	flag.Uint64Var(&o.seed, "seed", 0, "the soak's seed: the same seed injects the same faults in the same order (default: drawn, and printed)")
 	flag.Parse()
+	if o.soak > 0 && o.pgbouncer {
+		return o, errors.New("-soak runs on PostgreSQL directly: drop -pgbouncer")
+	}
+	if o.seed == 0 {
+		o.seed = rand.Uint64N(1e6) + 1 // short enough to type back
+	}
 	p, ok := profiles[name]
 	if !ok {
 		return o, fmt.Errorf("unknown -profile %q (default or ci)", name)
 	}
 	if duration > 0 {
-		p.soak = duration
+		p.cronFor = duration
 	}
 	o.profile = p
 	if only != "" {

@@ -34,14 +34,22 @@ type recorder struct {
 }
 
 func startRecorder(cl *cluster) (*recorder, error) {
+	rec := &recorder{cl: cl}
+	var err error
+	rec.srv, rec.base, rec.port, err = serveLocal(rec)
+	return rec, err
+}
+
+// serveLocal serves h on a free loopback port: the server, its base URL
+// and its port.
+func serveLocal(h http.Handler) (*http.Server, string, int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, "", 0, err
 	}
-	rec := &recorder{cl: cl, base: "http://" + l.Addr().String(), port: l.Addr().(*net.TCPAddr).Port}
-	rec.srv = &http.Server{Handler: rec, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = rec.srv.Serve(l) }()
-	return rec, nil
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return srv, "http://" + l.Addr().String(), l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // url of a recorded path; ms > 0 makes the target answer after that long.

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // runAdmin runs `switchboard admin <args>` against srv's database, as an
@@ -22,7 +22,7 @@ import (
 func runAdmin(t *testing.T, srv *testServer, args ...string) string {
 	t.Helper()
 	var out bytes.Buffer
-	if err := adminCommand(context.Background(), srv.cfg, dbtest.Logger(t), args, &out); err != nil {
+	if err := adminCommand(context.Background(), srv.cfg, dbtest.Logger(t), args, nil, &out); err != nil {
 		t.Fatalf("switchboard admin %v: %v", args, err)
 	}
 	return out.String()
@@ -127,7 +127,7 @@ func TestAdminCommand(t *testing.T) {
 		{[]string{"promote", "someone@example.com"}, "unknown subcommand"},
 		{nil, "missing subcommand"},
 	} {
-		err := adminCommand(context.Background(), srv.cfg, dbtest.Logger(t), tc.args, &bytes.Buffer{})
+		err := adminCommand(context.Background(), srv.cfg, dbtest.Logger(t), tc.args, nil, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("admin %v: %v, want an error mentioning %q", tc.args, err, tc.want)
 		}
@@ -165,7 +165,7 @@ func TestAdminCommandOnTheEmbeddedDatabase(t *testing.T) {
 		t.Fatalf("before grant: %d", status)
 	}
 	var out bytes.Buffer
-	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "first@example.com"}, &out); err != nil {
+	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "first@example.com"}, nil, &out); err != nil {
 		t.Fatalf("grant on the embedded database: %v", err)
 	}
 	if status, _ := call(t, http.MethodGet, srv.URL+"/v1/admin/users", nil, token); status != http.StatusOK {

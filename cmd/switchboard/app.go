@@ -162,11 +162,12 @@ func (a *app) build() error {
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
 		Cluster: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}
+	if err := a.accountsWebOptions(&wopts); err != nil {
+		return err
+	}
 	a.realtimeWebOptions(&wopts)
 	a.jobsWebOptions(&wopts)
 	a.web = web.New(wopts)
-	a.wireCluster()
-	a.wireRealtime()
 	a.services = services{list: a.serviceList()}
 	return nil
 }
@@ -268,12 +269,14 @@ func (a *app) serve(context.Context) error {
 }
 
 // shutdownHTTP stops accepting and finishes in-flight requests by ctx's
-// deadline; then it cuts what is left.
+// deadline; then it cuts what is left, and waits for the mail requests
+// started.
 func (a *app) shutdownHTTP(ctx context.Context) {
 	if err := a.http.Shutdown(ctx); err != nil {
 		a.logger.Warn("http shutdown incomplete", "error", err)
 		_ = a.http.Close()
 	}
+	a.web.Close()
 }
 
 func (a *app) closeDatabase() {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
 	"github.com/switchboard/switchboard/infra/pgembed"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestTokenFromOneReplicaWorksOnAnother(t *testing.T) {
@@ -147,6 +147,7 @@ func TestCommands(t *testing.T) {
 		for _, v := range []string{"DATABASE_URL", "PORT", "SWITCHBOARD_HTTP_ADDR", "SWITCHBOARD_ROLES", "SWITCHBOARD_JWT_SECRET",
 			"SWITCHBOARD_CLUSTER_SECRET", "SWITCHBOARD_ADVERTISE_ADDR", "SWITCHBOARD_TRUSTED_PROXIES",
 			"SWITCHBOARD_AUTH_RATE", "SWITCHBOARD_AUTH_BURST", "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE", "SWITCHBOARD_DATA_DIR", "SWITCHBOARD_LOG_FORMAT",
+			"SWITCHBOARD_REGISTRATION", "SWITCHBOARD_PUBLIC_URL", "SWITCHBOARD_SMTP_URL", "SWITCHBOARD_PASSWORD_HASH_CONCURRENCY",
 			"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER"} {
 			if !strings.Contains(string(out), v) {
 				t.Errorf("--help does not list %s", v)
@@ -159,6 +160,8 @@ func TestCommands(t *testing.T) {
 		{"missing jwt secret", "DATABASE_URL=postgres://localhost/x", "SWITCHBOARD_JWT_SECRET is required"},
 		{"missing cluster secret", "DATABASE_URL=postgres://localhost/x", "SWITCHBOARD_CLUSTER_SECRET is required"},
 		{"unknown trace exporter", "OTEL_TRACES_EXPORTER=zipkin", "OTEL_TRACES_EXPORTER"},
+		{"unknown registration policy", "SWITCHBOARD_REGISTRATION=members", `SWITCHBOARD_REGISTRATION: "members" is not open, invite or closed`},
+		{"smtp url without a sender", "SWITCHBOARD_SMTP_URL=smtp://mail.example.com", "SWITCHBOARD_SMTP_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -21,7 +21,7 @@ func (a *app) logBanner(w io.Writer) {
 		fmt.Fprint(w, a.readyBlock(base))
 		return
 	}
-	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ",")}
+	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ","), "registration", a.cfg.Registration}
 	if a.cfg.HasRole(config.RoleWeb) {
 		attrs = append([]any{"console", base + "/console"}, attrs...)
 	}
@@ -34,7 +34,8 @@ func (a *app) logBanner(w io.Writer) {
 func (a *app) readyBlock(base string) string {
 	dir, _ := filepath.Abs(a.cfg.DataDir)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nSwitchboard is ready (roles %s; embedded PostgreSQL in %s)\n", strings.Join(a.cfg.Roles, ","), dir)
+	fmt.Fprintf(&b, "\nSwitchboard is ready (roles %s; registration %s; embedded PostgreSQL in %s)\n",
+		strings.Join(a.cfg.Roles, ","), a.cfg.Registration, dir)
 	if a.cfg.HasRole(config.RoleWeb) {
 		fmt.Fprintf(&b, "  console   %s/console\n  API       %s/v1\n  docs      %s/docs\n", base, base, base)
 	}
@@ -46,7 +47,11 @@ func (a *app) readyBlock(base string) string {
 	if _, set := os.LookupEnv("SWITCHBOARD_DATA_DIR"); set {
 		self = "SWITCHBOARD_DATA_DIR=" + dir + " " + self
 	}
-	fmt.Fprintf(&b, "next: create an account in the console, then `%s admin grant EMAIL` makes it an admin\n", self)
+	account := "create an account in the console"
+	if a.cfg.Registration != "open" {
+		account = fmt.Sprintf("create an account with `%s admin create-user EMAIL`", self)
+	}
+	fmt.Fprintf(&b, "next: %s, then `%s admin grant EMAIL` makes it an admin\n", account, self)
 	fmt.Fprintf(&b, "      a second replica: %sSWITCHBOARD_DATA_DIR=%s PORT=%d %s\n\n", sharedEnv(), dir, a.port()+1, selfCommand())
 	return b.String()
 }

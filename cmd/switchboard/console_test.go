@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/cmd/internal/replica"
-	"github.com/switchboard/switchboard/infra/browsertest"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/browsertest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // The console in headless Chromium against real replicas on a real
@@ -293,7 +293,7 @@ func TestConsoleAdminCluster(t *testing.T) {
 	registerUserAt(t, procs[0].URL, "operator@example.com")
 	var out strings.Builder
 	cfg := testConfig(t, dbURL)
-	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "operator@example.com"}, &out); err != nil {
+	if err := adminCommand(context.Background(), cfg, dbtest.Logger(t), []string{"grant", "operator@example.com"}, nil, &out); err != nil {
 		t.Fatalf("admin grant: %v", err)
 	}
 	ids := make([]string, len(procs))
@@ -408,5 +408,8 @@ func TestBannerNamesTheConsole(t *testing.T) {
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	if want := fmt.Sprintf("console=http://localhost:%d/console", port); !strings.Contains(logs.String(), want) {
 		t.Fatalf("the banner does not name the console (%s):\n%s", want, logs.String())
+	}
+	if !strings.Contains(logs.String(), "registration=open") {
+		t.Fatalf("the banner does not say who may register:\n%s", logs.String())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 func TestReadyURL(t *testing.T) {

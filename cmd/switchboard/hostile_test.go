@@ -21,7 +21,7 @@ import (
 
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // The hostile-input pass: every route of the served OpenAPI document (read
@@ -115,7 +115,9 @@ type hostile struct {
 	userID string
 	taskID string
 	runID  string
-	sent   int // requests made
+	// projectID is the fuzzing user's personal project.
+	projectID string
+	sent      int // requests made
 }
 
 type operation struct {
@@ -139,6 +141,7 @@ func TestHostileInputs(t *testing.T) {
 	h := &hostile{t: t, srv: srv, pool: pool}
 	h.user, h.userID = registerUser(t, srv, "hostile@example.com")
 	h.admin, _ = registerUser(t, srv, "hostile-admin@example.com")
+	registerUser(t, srv, "hostile-sessions@example.com")
 	runAdmin(t, srv, "grant", "hostile-admin@example.com")
 	h.taskID = createTask(t, srv.URL, h.user, map[string]any{"name": "kept", "schedule": "0 0 1 1 *", "action": map[string]any{"type": "publish", "event": "e"}})
 	status, run := call(t, http.MethodPost, srv.URL+"/v1/tasks/"+h.taskID+"/runs", nil, h.user)
@@ -146,6 +149,11 @@ func TestHostileInputs(t *testing.T) {
 		t.Fatalf("trigger: %d %v", status, run)
 	}
 	h.runID = run["id"].(string)
+	status, projects := call(t, http.MethodGet, srv.URL+"/v1/projects", nil, h.user)
+	if status != http.StatusOK {
+		t.Fatalf("projects: %d %v", status, projects)
+	}
+	h.projectID = projects["items"].([]any)[0].(map[string]any)["id"].(string)
 	makeRoom(t, srv, h.user, hostileRoom, "members")
 	ops := h.operations()
 
@@ -242,6 +250,8 @@ func (h *hostile) validID(path string) string {
 		return h.runID
 	case strings.HasPrefix(path, "/v1/users/") && !strings.HasSuffix(path, "/rpc"):
 		return h.userID
+	case strings.HasPrefix(path, "/v1/projects/"):
+		return h.projectID // its personal project: the owner reaches validation
 	}
 	// Nodes and other users: none that exists. (An RPC to another user is
 	// refused after validation; one to oneself waits a second to learn
@@ -252,12 +262,15 @@ func (h *hostile) validID(path string) string {
 // baseBody is a valid body for op, or {}.
 func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 	raw := map[string]string{
-		"/v1/tasks":          `{"name":"fuzzed","schedule":"0 0 1 1 *","action":{"type":"publish","event":"e"}}`,
-		"/v1/events":         `{"to":"` + h.userID + `","event":"fuzz","payload":1}`,
-		"/v1/users/{id}/rpc": `{"method":"m","timeout_ms":2000}`,
-		"/v1/auth/register":  `{"email":"fuzz-` + uuid.NewString()[:8] + `@example.com","password":"correct horse"}`,
-		"/v1/auth/login":     `{"email":"hostile@example.com","password":"wrong password"}`,
-		"/v1/rooms":          `{"name":"fuzz-` + uuid.NewString()[:8] + `","visibility":"members"}`,
+		"/v1/tasks":                           `{"name":"fuzzed","schedule":"0 0 1 1 *","action":{"type":"publish","event":"e"}}`,
+		"/v1/events":                          `{"to":"` + h.userID + `","event":"fuzz","payload":1}`,
+		"/v1/users/{id}/rpc":                  `{"method":"m","timeout_ms":2000}`,
+		"/v1/auth/register":                   `{"email":"fuzz-` + uuid.NewString()[:8] + `@example.com","password":"correct horse"}`,
+		"/v1/auth/login":                      `{"email":"hostile@example.com","password":"wrong password"}`,
+		"/v1/rooms":                           `{"name":"fuzz-` + uuid.NewString()[:8] + `","visibility":"members"}`,
+		"/v1/projects/{id}/invites":           `{"email":"fuzz-invite@example.com","role":"viewer"}`,
+		"/v1/projects/{id}/members/{user_id}": `{"role":"viewer"}`,
+		"/v1/invites/accept":                  `{"token":"sbi_unknown"}`,
 	}[op.path]
 	if op.method == http.MethodPatch {
 		raw = `{}`
@@ -274,47 +287,54 @@ func (h *hostile) baseBody(op operation) map[string]json.RawMessage {
 const hostileRoom = "fuzz-room"
 
 func (h *hostile) fuzzOperation(op operation) {
-	token := h.user
+	tokenOf := func() string { return h.user }
 	if strings.HasPrefix(op.path, "/v1/admin/") || op.path == "/v1/cluster/status" {
-		token = h.admin
+		tokenOf = func() string { return h.admin }
+	}
+	admin := h.admin
+	if endsSessions(op.path) {
+		// Each request a fresh token of an account of its own: a logout
+		// that succeeds must not sign out the pass's other requests.
+		tokenOf = h.sessionToken
+		admin = h.sessionToken()
 	}
 	path := strings.ReplaceAll(op.path, "{id}", h.validID(op.path))
-	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID).Replace(path)
+	path = strings.NewReplacer("{name}", hostileRoom, "{user_id}", h.userID, "{invite_id}", uuid.NewString()).Replace(path)
 	if strings.Contains(op.path, "{name}") {
 		for _, name := range []string{"%20lobby", "a%01b", "%ff", "%00", strings.Repeat("r", 129), "other-room", "%7Bname%7D"} {
-			h.send(op.method, strings.Replace(path, hostileRoom, name, 1), h.encode(h.baseBody(op)), token, nil)
+			h.send(op.method, strings.Replace(path, hostileRoom, name, 1), h.encode(h.baseBody(op)), tokenOf(), nil)
 		}
 	}
 	if strings.Contains(op.path, "{user_id}") {
 		for _, id := range append([]string{uuid.NewString()}, hostileIDs...) {
-			h.send(op.method, strings.Replace(path, h.userID, id, 1), h.encode(h.baseBody(op)), token, nil)
+			h.send(op.method, strings.Replace(path, h.userID, id, 1), h.encode(h.baseBody(op)), tokenOf(), nil)
 		}
 	}
 	if strings.Contains(op.path, "{id}") {
 		valid := h.validID(op.path)
 		spelled := []string{strings.ToUpper(valid), "urn:uuid:" + valid, "{" + valid + "}", strings.ReplaceAll(valid, "-", "")}
 		for _, id := range append(spelled, hostileIDs...) {
-			h.send(op.method, strings.ReplaceAll(op.path, "{id}", id), h.encode(h.baseBody(op)), token, nil)
+			h.send(op.method, strings.ReplaceAll(op.path, "{id}", id), h.encode(h.baseBody(op)), tokenOf(), nil)
 		}
 	}
-	for _, tok := range []string{"", "garbage", strings.Repeat("x", 9000), forgedToken(h.userID), h.admin} {
+	for _, tok := range []string{"", "garbage", strings.Repeat("x", 9000), forgedToken(h.userID), admin} {
 		h.send(op.method, path, h.encode(h.baseBody(op)), tok, nil)
 	}
 	for _, q := range op.query {
 		for _, v := range hostileQueries {
-			h.send(op.method, path+"?"+url.Values{q: {v}}.Encode(), h.encode(h.baseBody(op)), token, nil)
+			h.send(op.method, path+"?"+url.Values{q: {v}}.Encode(), h.encode(h.baseBody(op)), tokenOf(), nil)
 		}
 	}
-	h.send(op.method, path+"?unknown=1&limit=1&limit=2", h.encode(h.baseBody(op)), token, nil)
+	h.send(op.method, path+"?unknown=1&limit=1&limit=2", h.encode(h.baseBody(op)), tokenOf(), nil)
 	if !op.hasBody {
-		h.send(op.method, path, []byte(`{"unexpected":"body"}`), token, nil)
+		h.send(op.method, path, []byte(`{"unexpected":"body"}`), tokenOf(), nil)
 		return
 	}
 	for _, b := range hostileBodies {
-		h.send(op.method, path, []byte(b), token, nil)
+		h.send(op.method, path, []byte(b), tokenOf(), nil)
 	}
 	for _, ct := range []string{"text/plain", "application/cbor", "application/json; charset=utf-16", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded", "application/merge-patch+json"} {
-		h.send(op.method, path, h.encode(h.baseBody(op)), token, http.Header{"Content-Type": {ct}})
+		h.send(op.method, path, h.encode(h.baseBody(op)), tokenOf(), http.Header{"Content-Type": {ct}})
 	}
 	for _, prop := range op.props {
 		values := slices.Clone(hostileValues)
@@ -329,9 +349,24 @@ func (h *hostile) fuzzOperation(op operation) {
 		for _, v := range values {
 			body := h.baseBody(op)
 			body[prop] = json.RawMessage(v)
-			h.send(op.method, path, h.encode(body), token, nil)
+			h.send(op.method, path, h.encode(body), tokenOf(), nil)
 		}
 	}
+}
+
+// endsSessions reports whether a route ends the caller's sessions when it
+// succeeds.
+func endsSessions(path string) bool {
+	return path == "/v1/auth/logout" || path == "/v1/me/sessions/revoke" || path == "/v1/me/password"
+}
+
+// sessionToken logs the account of the session-ending routes in again.
+func (h *hostile) sessionToken() string {
+	status, body := call(h.t, http.MethodPost, h.srv.URL+"/v1/auth/login", map[string]string{"email": "hostile-sessions@example.com", "password": "correct horse"}, "")
+	if status != http.StatusOK {
+		h.t.Fatalf("log the session account in: %d %v", status, body)
+	}
+	return body["token"].(string)
 }
 
 func quoteAll(ss []string) []string {
@@ -455,7 +490,12 @@ func (h *hostile) snapshot() string {
 			(SELECT count(*) FROM ws_tickets),
 			(SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY name), '')) FROM rooms r),
 			(SELECT md5(coalesce(string_agg(m::text, ',' ORDER BY room, user_id), '')) FROM room_members m),
-			(SELECT md5(coalesce(string_agg(n.id::text || n.draining::text, ',' ORDER BY id), '')) FROM cluster_nodes n))`).Scan(&s)
+			(SELECT md5(coalesce(string_agg(n.id::text || n.draining::text, ',' ORDER BY id), '')) FROM cluster_nodes n),
+			(SELECT md5(coalesce(string_agg(r::text, ',' ORDER BY jti), '')) FROM revoked_tokens r),
+			(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY token_hash), '')) FROM password_resets p),
+			(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY id), '')) FROM projects p),
+			(SELECT md5(coalesce(string_agg(m::text, ',' ORDER BY project_id, user_id), '')) FROM project_members m),
+			(SELECT md5(coalesce(string_agg(i::text, ',' ORDER BY id), '')) FROM project_invites i))`).Scan(&s)
 	if err != nil {
 		h.t.Fatalf("snapshot: %v", err)
 	}

@@ -15,10 +15,12 @@ import (
 
 const module = "github.com/switchboard/switchboard"
 
-// TestImportGraph enforces the direction of dependencies (DESIGN.md
-// "Layout"), on `go list -deps` of every package of the module:
+// TestImportGraph enforces the direction of dependencies (docs/design.md,
+// "Components"), on `go list -deps` of every package of the module:
 // infra/* depends on no project package outside infra, accounts on none
-// but infra, and nothing outside cmd depends on workers.
+// but infra, nothing outside cmd depends on workers, and no package
+// depends on the test kits (infra/testkit) but the kits themselves and the
+// HA check, a test program.
 func TestImportGraph(t *testing.T) {
 	t.Parallel()
 	pkgs := goList(t, "-f", "{{.ImportPath}}", module+"/...")
@@ -35,6 +37,8 @@ func TestImportGraph(t *testing.T) {
 				t.Errorf("%s depends on %s: accounts may depend on infra only", rel, depRel)
 			case under(depRel, "workers") && !under(rel, "cmd") && !under(rel, "workers"):
 				t.Errorf("%s depends on workers: only cmd may", rel)
+			case under(depRel, "infra/testkit") && !under(rel, "infra/testkit") && rel != "cmd/switchboard-hacheck":
+				t.Errorf("%s depends on the test kit %s: only tests and the HA check may", rel, depRel)
 			}
 		}
 	}

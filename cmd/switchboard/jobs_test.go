@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // TestTasksRunAcrossRoles: a task created on a web-only replica is claimed

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,6 +33,12 @@ Usage:
   switchboard admin disable <email>   refuse the account's logins and tokens
   switchboard admin enable <email>    undo disable
   switchboard admin list              print the admins
+  switchboard admin create-user <email>
+                                      make an account whatever SWITCHBOARD_REGISTRATION says; the
+                                      password is read from standard input when piped, else
+                                      generated and printed once
+  switchboard admin reset-password <email>
+                                      print a single-use password reset link, valid an hour
   switchboard version [-v]            print the version (-v: with revision, Go version and platform)
   switchboard openapi [--yaml]        print the OpenAPI document (no database needed)
   switchboard healthcheck [URL]       exit 0 if this host's /healthz/ready answers 200 (container health checks)
@@ -109,7 +116,7 @@ func realMain(args []string) int {
 	case "migrate":
 		err = migrate(ctx, cfg, logger)
 	case "admin":
-		err = adminCommand(ctx, cfg, logger, args[1:], os.Stdout)
+		err = adminCommand(ctx, cfg, logger, args[1:], pipedStdin(), os.Stdout)
 	default:
 		err = run(ctx, cfg, logger)
 	}
@@ -118,4 +125,12 @@ func realMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// pipedStdin is the standard input when it is not a terminal, else nil.
+func pipedStdin() io.Reader {
+	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+		return os.Stdin
+	}
+	return nil
 }

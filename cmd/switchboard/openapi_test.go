@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/switchboard/switchboard/infra/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
 // TestOpenAPICommand: `switchboard openapi` prints, without a database,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
 // concurrencyHook holds each call for hold (or until the caller goes away)

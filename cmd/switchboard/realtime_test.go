@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -33,6 +33,11 @@ func startRealtimeCluster(t *testing.T) *realtimeCluster {
 	cfg := func(roles ...string) config.Config {
 		c := testConfig(t, dbURL)
 		c.Roles = roles
+		// A slow consumer's close frame waits behind the write stuck
+		// since its buffers filled, which is cut after WriteWait: the
+		// slow-consumer subtest reads again once it sees the socket
+		// counted, which on a loaded machine can be well past 10 s.
+		c.WSLimits.WriteWait = 3 * time.Minute
 		return c
 	}
 	return &realtimeCluster{
@@ -342,14 +347,11 @@ func TestRealtimeAcrossThreeReplicas(t *testing.T) {
 		base, sent := metric(t, cl.a, "switchboard_bus_received_total", ""), 0.0
 		deadline := time.Now().Add(60 * time.Second) // a bound for failing; quiet, it takes ~4 s, 28 s on a 2-core machine with 10 busy loops
 		slow := func() bool { return metric(t, cl.a, "switchboard_ws_slow_consumer_disconnects_total", "") > 0 }
-		// why: the test must read again soon after the hub gives up on the
-		// socket. The hub's close frame waits behind the server's write
-		// stuck since the buffers filled, and both have WriteWait (10 s):
-		// a test that noticed late (it looked once per flood of 50 and
-		// its wait) got the socket cut without the close frame (1006) on
-		// a loaded machine. So it looks every 16 frames, and a flood of
-		// 256 (the hub's 1 MiB send queue in 4 KB frames) overflows the
-		// queue once the buffers are full.
+		// The test reads again once the hub gives up on the socket: its
+		// close frame waits behind the server's write stuck since the
+		// buffers filled, cut after the cluster's WriteWait. It looks
+		// every 16 frames, and a flood of 256 (the hub's 1 MiB send queue
+		// in 4 KB frames) overflows the queue once the buffers are full.
 		flood := func() bool { // false: the slow consumer was detected
 			for range 16 {
 				if slow() {

@@ -43,7 +43,7 @@ func (s *sock) expectRefused(t *testing.T, code string) {
 }
 
 // expectRemoved checks that a room.removed frame for room with reason
-// arrives within the acceptance bound (issue 14: one second).
+// arrives within one second.
 func (s *sock) expectRemoved(t *testing.T, room, reason string, since time.Time) {
 	t.Helper()
 	select {

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/config"
-	"github.com/switchboard/switchboard/infra/dbtest"
-	"github.com/switchboard/switchboard/infra/testwait"
+	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/realtime"
 )
 
@@ -68,7 +68,7 @@ func (r *reader) apply(t *testing.T, f realtime.Frame) {
 	}
 }
 
-// Acceptance (issue 13): three replicas publish concurrently — API events,
+// Three replicas publish concurrently — API events,
 // DMs from sockets on each, room messages, run events — to one user and one
 // room while the reader disconnects and resumes at random points on random
 // replicas: every offset arrives exactly once, in order, and nothing else.
@@ -225,7 +225,7 @@ func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 	}
 }
 
-// Acceptance (issue 13): LISTEN killed on one replica while the others
+// LISTEN killed on one replica while the others
 // publish to its sockets: once it reconnects its sockets have every event.
 func TestListenKilledLosesNothing(t *testing.T) {
 	t.Parallel()

@@ -45,10 +45,3 @@ func (a *app) newCluster(announcer *jobs.Announcer) *cluster.Cluster {
 // other nodes claim the ticks), River stops fetching jobs and the
 // maintenance loop claims no new periods.
 func (a *app) drainWork() { a.jobs.drain() }
-
-// wireCluster mounts the internal routes and makes readiness fail while
-// the node drains.
-func (a *app) wireCluster() {
-	a.web.Router().Mount(cluster.InternalPrefix, a.cluster.Handler())
-	a.web.AddReadyCheck("draining", a.cluster.ReadyCheck)
-}

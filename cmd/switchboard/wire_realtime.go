@@ -23,7 +23,8 @@ func (a *app) newRealtime() *realtime.Realtime {
 		Notices: a.notices()}}
 	if a.cfg.HasRole(config.RoleWeb) {
 		opts.Hub = &realtime.HubOptions{AllowedOrigins: a.cfg.AllowedOrigins, Limits: frameLimits(a.cfg.WSLimits),
-			SendQueueBytes: a.cfg.SendQueueBytes, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool}}
+			SendQueueBytes: a.cfg.SendQueueBytes, WriteWait: a.cfg.WSLimits.WriteWait, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool},
+			Projects: realtime.Projects{DB: a.pool}}
 		opts.Presence = &realtime.PresenceOptions{Nodes: clusterNodes{a}, StopTimeout: stopTimeout}
 	}
 	return realtime.New(opts)
@@ -57,21 +58,9 @@ func (a *app) realtimeWebOptions(o *web.Options) {
 	o.History = realtime.Streams{DB: a.pool}
 	o.Rooms = realtime.Rooms{DB: a.pool}
 	o.Presence = a.rt.Presence
-}
-
-// wireRealtime makes readiness depend, on web replicas, on the LISTEN
-// connection and on the hub not draining.
-func (a *app) wireRealtime() {
-	if a.rt.Hub == nil {
-		return
-	}
-	a.web.AddReadyCheck("listen", a.rt.Bus.Ready)
-	a.web.AddReadyCheck("websockets", func(context.Context) error {
-		if a.rt.Hub.Draining() {
-			return realtime.ErrDraining
-		}
-		return nil
-	})
+	// Readiness on web replicas: the LISTEN connection is up, the hub
+	// takes sockets.
+	o.ReadyChecks = []web.ReadyCheck{{Name: "listen", Check: a.rt.Bus.Ready}, {Name: "websockets", Check: a.rt.Hub.Ready}}
 }
 
 func frameLimits(l config.WSLimits) realtime.FrameLimits {

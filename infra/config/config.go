@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/switchboard/switchboard/infra/mail"
 )
 
 // Role names accepted in SWITCHBOARD_ROLES.
@@ -57,6 +59,10 @@ type Config struct {
 	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error; each HTTP request and River's routine messages are logged at debug"`
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
+	HashConcurrency  int           `envconfig:"SWITCHBOARD_PASSWORD_HASH_CONCURRENCY" desc:"bcrypt hashes and checks one replica runs at once (logins, registrations, password changes); more wait up to 1s, then answer 503; default the number of CPUs"`
+	Registration     string        `envconfig:"SWITCHBOARD_REGISTRATION" default:"open" desc:"who may register: open (anyone), invite (only with an invite token for the address) or closed (accounts come from switchboard admin create-user)"`
+	PublicURL        string        `envconfig:"SWITCHBOARD_PUBLIC_URL" desc:"scheme://host[:port] people reach this service at, for the links in password reset mail and answers; default http://localhost:<listen port>"`
+	SMTPURL          string        `envconfig:"SWITCHBOARD_SMTP_URL" desc:"smtp://[user:password@]host[:port]?from=address (STARTTLS when offered; port 587) or smtps://... (TLS; port 465): where POST /v1/auth/forgot mails reset links; unset: no mail is sent"`
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may call the API from (CORS; listed origins with credentials, * without) and open WebSockets from, or *; default: no cross-origin API calls, WebSockets from the request's own host"`
 	WSLimits
 	Tracing
@@ -67,14 +73,15 @@ type Config struct {
 // answered with an error event, and a connection that keeps sending
 // refused frames is closed with 4029.
 type WSLimits struct {
-	ConnFrameRate   float64 `envconfig:"SWITCHBOARD_WS_CONN_RATE" default:"20" desc:"frames per second one WebSocket may send"`
-	ConnFrameBurst  int     `envconfig:"SWITCHBOARD_WS_CONN_BURST" default:"40" desc:"burst of frames one WebSocket may send"`
-	UserFrameRate   float64 `envconfig:"SWITCHBOARD_WS_USER_RATE" default:"40" desc:"frames per second from all of one user's WebSockets on one replica"`
-	UserFrameBurst  int     `envconfig:"SWITCHBOARD_WS_USER_BURST" default:"80" desc:"burst of frames from all of one user's WebSockets on one replica"`
-	UserByteRate    int     `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
-	Strikes         int     `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
-	MaxConnsPerUser int     `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
-	SendQueueBytes  int     `envconfig:"SWITCHBOARD_WS_SEND_QUEUE_BYTES" default:"1048576" desc:"bytes that may wait for a WebSocket that reads slowly; past it the socket is closed with 3008 and the client resumes from its offsets"`
+	ConnFrameRate   float64       `envconfig:"SWITCHBOARD_WS_CONN_RATE" default:"20" desc:"frames per second one WebSocket may send"`
+	ConnFrameBurst  int           `envconfig:"SWITCHBOARD_WS_CONN_BURST" default:"40" desc:"burst of frames one WebSocket may send"`
+	UserFrameRate   float64       `envconfig:"SWITCHBOARD_WS_USER_RATE" default:"40" desc:"frames per second from all of one user's WebSockets on one replica"`
+	UserFrameBurst  int           `envconfig:"SWITCHBOARD_WS_USER_BURST" default:"80" desc:"burst of frames from all of one user's WebSockets on one replica"`
+	UserByteRate    int           `envconfig:"SWITCHBOARD_WS_USER_BYTES_RATE" default:"262144" desc:"bytes per second of frames from all of one user's WebSockets on one replica (burst: 4 s worth, at least one 64 KiB frame)"`
+	Strikes         int           `envconfig:"SWITCHBOARD_WS_LIMIT_STRIKES" default:"20" desc:"refused frames in a row after which a WebSocket is closed with 4029"`
+	MaxConnsPerUser int           `envconfig:"SWITCHBOARD_WS_MAX_CONNS_PER_USER" default:"20" desc:"WebSockets one user may hold open on one replica; more are refused with 429"`
+	SendQueueBytes  int           `envconfig:"SWITCHBOARD_WS_SEND_QUEUE_BYTES" default:"1048576" desc:"bytes that may wait for a WebSocket that reads slowly; past it the socket is closed with 3008 and the client resumes from its offsets"`
+	WriteWait       time.Duration `envconfig:"SWITCHBOARD_WS_WRITE_WAIT" default:"10s" desc:"how long a write to a WebSocket that is not read may block before the socket is cut; a slow consumer's 3008 close frame reaches it only if it reads again within this time"`
 }
 
 // Load reads the environment into a Config and validates it for serve.
@@ -228,6 +235,7 @@ func (c *Config) Validate() error {
 	if c.BcryptCost < 4 || c.BcryptCost > 31 {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
+	errs = append(errs, c.validateAccounts()...)
 	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
 	}
@@ -304,6 +312,34 @@ func (c *Config) validatePooling() []error {
 	return errs
 }
 
+// validateAccounts checks the settings of registration, password hashing
+// and reset links.
+func (c *Config) validateAccounts() []error {
+	var errs []error
+	c.Registration = strings.ToLower(strings.TrimSpace(c.Registration))
+	switch c.Registration {
+	case "":
+		c.Registration = "open"
+	case "open", "invite", "closed":
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_REGISTRATION: %q is not open, invite or closed", c.Registration))
+	}
+	if c.HashConcurrency < 0 {
+		errs = append(errs, errors.New("SWITCHBOARD_PASSWORD_HASH_CONCURRENCY must not be negative (0: the number of CPUs)"))
+	}
+	if c.PublicURL != "" {
+		if err := validateOrigin(c.PublicURL); err != nil || c.PublicURL == "*" {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_PUBLIC_URL: %q is not scheme://host[:port] (https://switchboard.example.com)", c.PublicURL))
+		}
+	}
+	if c.SMTPURL != "" {
+		if _, err := mail.Parse(c.SMTPURL); err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHBOARD_SMTP_URL: %v", err))
+		}
+	}
+	return errs
+}
+
 func (w WSLimits) validate() []error {
 	var errs []error
 	for name, v := range map[string]float64{
@@ -311,6 +347,7 @@ func (w WSLimits) validate() []error {
 		"SWITCHBOARD_WS_CONN_BURST": float64(w.ConnFrameBurst), "SWITCHBOARD_WS_USER_BURST": float64(w.UserFrameBurst),
 		"SWITCHBOARD_WS_USER_BYTES_RATE": float64(w.UserByteRate), "SWITCHBOARD_WS_LIMIT_STRIKES": float64(w.Strikes),
 		"SWITCHBOARD_WS_MAX_CONNS_PER_USER": float64(w.MaxConnsPerUser), "SWITCHBOARD_WS_SEND_QUEUE_BYTES": float64(w.SendQueueBytes),
+		"SWITCHBOARD_WS_WRITE_WAIT": float64(w.WriteWait),
 	} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))
@@ -350,6 +387,16 @@ func validateOrigin(o string) error {
 		return fmt.Errorf("%q is not an origin like https://app.example.com (or *)", o)
 	}
 	return nil
+}
+
+// ResetLinkBase is SWITCHBOARD_PUBLIC_URL, else http://localhost and the
+// listen port: where the links of password reset mail point.
+func (c Config) ResetLinkBase() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	_, port, _ := net.SplitHostPort(c.ListenAddr())
+	return "http://localhost:" + port
 }
 
 // RedactURL is a database URL fit for logs: the password, in the userinfo

@@ -60,6 +60,13 @@ func TestValidate(t *testing.T) {
 		{"claim idle poll under a second", func(c *Config) { c.ClaimIdlePoll = 500 * time.Millisecond }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
 		{"claim idle poll over an hour", func(c *Config) { c.ClaimIdlePoll = 2 * time.Hour }, "SWITCHBOARD_CLAIM_IDLE_POLL"},
 		{"claim idle poll of a minute", func(c *Config) { c.ClaimIdlePoll = time.Minute }, ""},
+		{"registration closed", func(c *Config) { c.Registration = " Closed " }, ""},
+		{"unknown registration", func(c *Config) { c.Registration = "members" }, `SWITCHBOARD_REGISTRATION: "members" is not open, invite or closed`},
+		{"negative hash concurrency", func(c *Config) { c.HashConcurrency = -1 }, "SWITCHBOARD_PASSWORD_HASH_CONCURRENCY"},
+		{"public url", func(c *Config) { c.PublicURL = "https://sb.example.com" }, ""},
+		{"public url with a path", func(c *Config) { c.PublicURL = "https://sb.example.com/console" }, "SWITCHBOARD_PUBLIC_URL"},
+		{"smtp url", func(c *Config) { c.SMTPURL = "smtps://u:p@mail.example.com?from=sb@example.com" }, ""},
+		{"smtp url without from", func(c *Config) { c.SMTPURL = "smtp://u:secret@mail.example.com" }, "SWITCHBOARD_SMTP_URL: from="},
 		{"river park after under a second", func(c *Config) { c.RiverParkAfter = 500 * time.Millisecond }, "SWITCHBOARD_RIVER_PARK_AFTER"},
 		{"river park after over an hour", func(c *Config) { c.RiverParkAfter = 2 * time.Hour }, "SWITCHBOARD_RIVER_PARK_AFTER"},
 		{"negative river park after", func(c *Config) { c.RiverParkAfter = -time.Second }, "SWITCHBOARD_RIVER_PARK_AFTER"},
@@ -176,13 +183,16 @@ func TestLoadDefaults(t *testing.T) {
 	if c.RunWorkers != 1000 {
 		t.Fatalf("run workers: %d", c.RunWorkers)
 	}
+	if c.Registration != "open" || c.ResetLinkBase() != "http://localhost:8080" || c.SMTPURL != "" {
+		t.Fatalf("registration %q, reset links at %q, smtp %q", c.Registration, c.ResetLinkBase(), c.SMTPURL)
+	}
 	if c.ClaimLead != 500*time.Millisecond {
 		t.Fatalf("claim lead: %s", c.ClaimLead)
 	}
 	if c.StreamMaxEvents != 1000 || c.StreamMaxAge != 24*time.Hour {
 		t.Fatalf("stream retention: %d events, %s", c.StreamMaxEvents, c.StreamMaxAge)
 	}
-	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20}) {
+	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20, WriteWait: 10 * time.Second}) {
 		t.Fatalf("websocket limits: %+v", c.WSLimits)
 	}
 }

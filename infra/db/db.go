@@ -61,7 +61,13 @@ type Options struct {
 // result columns under a running process.
 const TransactionPooledExecMode = pgx.QueryExecModeCacheDescribe
 
-// Connect opens a pool and checks the database answers.
+// defaultConnectTimeout bounds a new connection (TCP, TLS, authentication)
+// when the URL sets no connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// Connect opens a pool and checks the database answers. A connection
+// attempt takes at most the URL's connect_timeout, else
+// defaultConnectTimeout.
 func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -78,7 +84,9 @@ func Connect(ctx context.Context, url string, opts Options) (*pgxpool.Pool, erro
 	if opts.TransactionPooled && !strings.Contains(url, "default_query_exec_mode") {
 		cfg.ConnConfig.DefaultQueryExecMode = TransactionPooledExecMode
 	}
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if !strings.Contains(url, "connect_timeout") {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
 	cfg.HealthCheckPeriod = 5 * time.Second
 	pings := new(atomic.Int64)
 	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {

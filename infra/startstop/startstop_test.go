@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/switchboard/switchboard/infra/startstop"
-	"github.com/switchboard/switchboard/infra/startstop/startstoptest"
+	"github.com/switchboard/switchboard/infra/testkit/startstoptest"
 )
 
 // ticker is the smallest service: one goroutine until Stop.

@@ -22,8 +22,9 @@ import (
 
 // Stream name prefixes.
 const (
-	userPrefix = "user:"
-	roomPrefix = "room:"
+	userPrefix    = "user:"
+	roomPrefix    = "room:"
+	projectPrefix = "project:"
 )
 
 // MaxStreamBytes bounds a stream name: "room:" and a 128-byte room name fit.
@@ -34,6 +35,9 @@ func UserStream(userID string) string { return userPrefix + userID }
 
 // RoomStream is the stream of one room.
 func RoomStream(room string) string { return roomPrefix + room }
+
+// ProjectStream is the stream of one project's run events.
+func ProjectStream(projectID string) string { return projectPrefix + projectID }
 
 // ErrInvalid is an event or a stream name this package refuses to store.
 var ErrInvalid = errors.New("invalid")
@@ -63,7 +67,8 @@ type Position struct {
 	TS     time.Time
 }
 
-// ValidateStream checks a stream name: "user:<uuid>" or "room:<name>",
+// ValidateStream checks a stream name: "user:<uuid>", "project:<uuid>" or
+// "room:<name>",
 // valid UTF-8 without NUL bytes, at most MaxStreamBytes.
 func ValidateStream(s string) error {
 	switch {
@@ -76,10 +81,15 @@ func ValidateStream(s string) error {
 			return fmt.Errorf("%w: stream %q: a user stream is user:<uuid>", ErrInvalid, s)
 		}
 		return nil
+	case strings.HasPrefix(s, projectPrefix):
+		if _, err := uuid.Parse(s[len(projectPrefix):]); err != nil {
+			return fmt.Errorf("%w: stream %q: a project stream is project:<uuid>", ErrInvalid, s)
+		}
+		return nil
 	case strings.HasPrefix(s, roomPrefix) && len(s) > len(roomPrefix):
 		return nil
 	}
-	return fmt.Errorf("%w: stream %q is neither user:<uuid> nor room:<name>", ErrInvalid, s)
+	return fmt.Errorf("%w: stream %q is neither user:<uuid>, project:<uuid> nor room:<name>", ErrInvalid, s)
 }
 
 // validText is what a Postgres text column accepts: UTF-8 without NUL.

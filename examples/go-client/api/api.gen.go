@@ -103,6 +103,174 @@ func (e HealthBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for InviteRole.
+const (
+	InviteRoleAdmin     InviteRole = "admin"
+	InviteRoleDeveloper InviteRole = "developer"
+	InviteRoleOwner     InviteRole = "owner"
+	InviteRoleViewer    InviteRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InviteRole enum.
+func (e InviteRole) Valid() bool {
+	switch e {
+	case InviteRoleAdmin:
+		return true
+	case InviteRoleDeveloper:
+		return true
+	case InviteRoleOwner:
+		return true
+	case InviteRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InviteAcceptOutputBodyRole.
+const (
+	InviteAcceptOutputBodyRoleAdmin     InviteAcceptOutputBodyRole = "admin"
+	InviteAcceptOutputBodyRoleDeveloper InviteAcceptOutputBodyRole = "developer"
+	InviteAcceptOutputBodyRoleOwner     InviteAcceptOutputBodyRole = "owner"
+	InviteAcceptOutputBodyRoleViewer    InviteAcceptOutputBodyRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InviteAcceptOutputBodyRole enum.
+func (e InviteAcceptOutputBodyRole) Valid() bool {
+	switch e {
+	case InviteAcceptOutputBodyRoleAdmin:
+		return true
+	case InviteAcceptOutputBodyRoleDeveloper:
+		return true
+	case InviteAcceptOutputBodyRoleOwner:
+		return true
+	case InviteAcceptOutputBodyRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InviteCreateInputBodyRole.
+const (
+	InviteCreateInputBodyRoleAdmin     InviteCreateInputBodyRole = "admin"
+	InviteCreateInputBodyRoleDeveloper InviteCreateInputBodyRole = "developer"
+	InviteCreateInputBodyRoleOwner     InviteCreateInputBodyRole = "owner"
+	InviteCreateInputBodyRoleViewer    InviteCreateInputBodyRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InviteCreateInputBodyRole enum.
+func (e InviteCreateInputBodyRole) Valid() bool {
+	switch e {
+	case InviteCreateInputBodyRoleAdmin:
+		return true
+	case InviteCreateInputBodyRoleDeveloper:
+		return true
+	case InviteCreateInputBodyRoleOwner:
+		return true
+	case InviteCreateInputBodyRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InviteCreatedRole.
+const (
+	InviteCreatedRoleAdmin     InviteCreatedRole = "admin"
+	InviteCreatedRoleDeveloper InviteCreatedRole = "developer"
+	InviteCreatedRoleOwner     InviteCreatedRole = "owner"
+	InviteCreatedRoleViewer    InviteCreatedRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the InviteCreatedRole enum.
+func (e InviteCreatedRole) Valid() bool {
+	switch e {
+	case InviteCreatedRoleAdmin:
+		return true
+	case InviteCreatedRoleDeveloper:
+		return true
+	case InviteCreatedRoleOwner:
+		return true
+	case InviteCreatedRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberRole.
+const (
+	MemberRoleAdmin     MemberRole = "admin"
+	MemberRoleDeveloper MemberRole = "developer"
+	MemberRoleOwner     MemberRole = "owner"
+	MemberRoleViewer    MemberRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the MemberRole enum.
+func (e MemberRole) Valid() bool {
+	switch e {
+	case MemberRoleAdmin:
+		return true
+	case MemberRoleDeveloper:
+		return true
+	case MemberRoleOwner:
+		return true
+	case MemberRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MemberRoleInputBodyRole.
+const (
+	MemberRoleInputBodyRoleAdmin     MemberRoleInputBodyRole = "admin"
+	MemberRoleInputBodyRoleDeveloper MemberRoleInputBodyRole = "developer"
+	MemberRoleInputBodyRoleOwner     MemberRoleInputBodyRole = "owner"
+	MemberRoleInputBodyRoleViewer    MemberRoleInputBodyRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the MemberRoleInputBodyRole enum.
+func (e MemberRoleInputBodyRole) Valid() bool {
+	switch e {
+	case MemberRoleInputBodyRoleAdmin:
+		return true
+	case MemberRoleInputBodyRoleDeveloper:
+		return true
+	case MemberRoleInputBodyRoleOwner:
+		return true
+	case MemberRoleInputBodyRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProjectRole.
+const (
+	ProjectRoleAdmin     ProjectRole = "admin"
+	ProjectRoleDeveloper ProjectRole = "developer"
+	ProjectRoleOwner     ProjectRole = "owner"
+	ProjectRoleViewer    ProjectRole = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the ProjectRole enum.
+func (e ProjectRole) Valid() bool {
+	switch e {
+	case ProjectRoleAdmin:
+		return true
+	case ProjectRoleDeveloper:
+		return true
+	case ProjectRoleOwner:
+		return true
+	case ProjectRoleViewer:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PublishActionType.
 const (
 	Publish PublishActionType = "publish"
@@ -112,6 +280,27 @@ const (
 func (e PublishActionType) Valid() bool {
 	switch e {
 	case Publish:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RegistrationOutputBodyRegistration.
+const (
+	RegistrationOutputBodyRegistrationClosed RegistrationOutputBodyRegistration = "closed"
+	RegistrationOutputBodyRegistrationInvite RegistrationOutputBodyRegistration = "invite"
+	RegistrationOutputBodyRegistrationOpen   RegistrationOutputBodyRegistration = "open"
+)
+
+// Valid indicates whether the value is a known member of the RegistrationOutputBodyRegistration enum.
+func (e RegistrationOutputBodyRegistration) Valid() bool {
+	switch e {
+	case RegistrationOutputBodyRegistrationClosed:
+		return true
+	case RegistrationOutputBodyRegistrationInvite:
+		return true
+	case RegistrationOutputBodyRegistrationOpen:
 		return true
 	default:
 		return false
@@ -589,15 +778,6 @@ type Backlog struct {
 	ScheduledJobs int64 `json:"scheduled_jobs"`
 }
 
-// Credentials defines model for Credentials.
-type Credentials struct {
-	// Email account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
-	Email openapi_types.Email `json:"email"`
-
-	// Password at least 8 characters, at most 72 bytes (bcrypt's limit)
-	Password string `json:"password"`
-}
-
 // DisconnectResult defines model for DisconnectResult.
 type DisconnectResult struct {
 	// Acked ids of the nodes that applied it
@@ -679,6 +859,17 @@ type EventOutputBody struct {
 	Id openapi_types.UUID `json:"id"`
 }
 
+// ForgotInputBody defines model for ForgotInputBody.
+type ForgotInputBody struct {
+	// Email the account's address
+	Email string `json:"email"`
+}
+
+// ForgotOutputBody defines model for ForgotOutputBody.
+type ForgotOutputBody struct {
+	Message string `json:"message"`
+}
+
 // HealthBody defines model for HealthBody.
 type HealthBody struct {
 	// Reason why the node is not ready
@@ -710,12 +901,105 @@ type HistoryBody struct {
 	Stream    string `json:"stream"`
 }
 
+// Invite defines model for Invite.
+type Invite struct {
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
+
+	// ExpiresAt 7 days after it was made
+	ExpiresAt time.Time          `json:"expires_at"`
+	Id        openapi_types.UUID `json:"id"`
+	Role      InviteRole         `json:"role"`
+}
+
+// InviteRole defines model for Invite.Role.
+type InviteRole string
+
+// InviteAcceptInputBody defines model for InviteAcceptInputBody.
+type InviteAcceptInputBody struct {
+	// Token the sbi_ token of the invite
+	Token string `json:"token"`
+}
+
+// InviteAcceptOutputBody defines model for InviteAcceptOutputBody.
+type InviteAcceptOutputBody struct {
+	Project Project                    `json:"project"`
+	Role    InviteAcceptOutputBodyRole `json:"role"`
+}
+
+// InviteAcceptOutputBodyRole defines model for InviteAcceptOutputBody.Role.
+type InviteAcceptOutputBodyRole string
+
+// InviteCreateInputBody defines model for InviteCreateInputBody.
+type InviteCreateInputBody struct {
+	// Email the address invited, compared in its normal form
+	Email openapi_types.Email `json:"email"`
+
+	// Role owner only by an owner
+	Role InviteCreateInputBodyRole `json:"role"`
+}
+
+// InviteCreateInputBodyRole owner only by an owner
+type InviteCreateInputBodyRole string
+
+// InviteCreated defines model for InviteCreated.
+type InviteCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
+
+	// ExpiresAt 7 days after it was made
+	ExpiresAt time.Time          `json:"expires_at"`
+	Id        openapi_types.UUID `json:"id"`
+	Role      InviteCreatedRole  `json:"role"`
+
+	// Token sbi_… shown only in this answer; the invited person accepts it (POST /v1/invites/accept) or registers with it
+	Token string `json:"token"`
+}
+
+// InviteCreatedRole defines model for InviteCreated.Role.
+type InviteCreatedRole string
+
+// InviteListOutputBody defines model for InviteListOutputBody.
+type InviteListOutputBody struct {
+	// Items pending invites, newest first (at most 100)
+	Items []Invite `json:"items"`
+}
+
 // LoginCredentials defines model for LoginCredentials.
 type LoginCredentials struct {
 	// Email account email, compared in the same normal form as at register
 	Email    string `json:"email"`
 	Password string `json:"password"`
 }
+
+// Member defines model for Member.
+type Member struct {
+	AddedAt time.Time          `json:"added_at"`
+	Email   string             `json:"email"`
+	Role    MemberRole         `json:"role"`
+	UserId  openapi_types.UUID `json:"user_id"`
+}
+
+// MemberRole defines model for Member.Role.
+type MemberRole string
+
+// MemberListOutputBody defines model for MemberListOutputBody.
+type MemberListOutputBody struct {
+	// Items in the order they joined
+	Items []Member `json:"items"`
+
+	// NextCursor null on the last page
+	NextCursor *string `json:"next_cursor"`
+}
+
+// MemberRoleInputBody defines model for MemberRoleInputBody.
+type MemberRoleInputBody struct {
+	// Role granting, changing or taking owner needs the owner role
+	Role MemberRoleInputBodyRole `json:"role"`
+}
+
+// MemberRoleInputBodyRole granting, changing or taking owner needs the owner role
+type MemberRoleInputBodyRole string
 
 // NodeStatus defines model for NodeStatus.
 type NodeStatus struct {
@@ -744,6 +1028,15 @@ type NodeStatus struct {
 	WsConnections int64 `json:"ws_connections"`
 }
 
+// PasswordChangeInputBody defines model for PasswordChangeInputBody.
+type PasswordChangeInputBody struct {
+	// CurrentPassword the password the account has now
+	CurrentPassword string `json:"current_password"`
+
+	// NewPassword at least 8 characters, at most 72 bytes (bcrypt's limit)
+	NewPassword string `json:"new_password"`
+}
+
 // Presence defines model for Presence.
 type Presence struct {
 	// Degraded true when some members are held by nodes that stopped heartbeating: they may be gone, and their presence.leave follows once the node is judged dead
@@ -760,6 +1053,35 @@ type PresenceUser struct {
 	// Connections the user's sockets in the room, over every node
 	Connections int64  `json:"connections"`
 	UserId      string `json:"user_id"`
+}
+
+// Project defines model for Project.
+type Project struct {
+	CreatedAt time.Time          `json:"created_at"`
+	Id        openapi_types.UUID `json:"id"`
+	Name      string             `json:"name"`
+
+	// Personal the caller's personal project (cannot be deleted)
+	Personal bool `json:"personal"`
+
+	// Role the caller's role in the project (instance admins: owner)
+	Role      ProjectRole `json:"role"`
+	UpdatedAt time.Time   `json:"updated_at"`
+}
+
+// ProjectRole the caller's role in the project (instance admins: owner)
+type ProjectRole string
+
+// ProjectListOutputBody defines model for ProjectListOutputBody.
+type ProjectListOutputBody struct {
+	// Items the personal project first, then oldest first
+	Items []Project `json:"items"`
+}
+
+// ProjectNameBody defines model for ProjectNameBody.
+type ProjectNameBody struct {
+	// Name 1 to 100 characters, no control characters
+	Name string `json:"name"`
 }
 
 // PublishAction defines model for PublishAction.
@@ -791,13 +1113,57 @@ type QueueCounts struct {
 	Scheduled int64 `json:"scheduled"`
 }
 
+// RegisterInputBody defines model for RegisterInputBody.
+type RegisterInputBody struct {
+	// Email account email: ASCII only (an internationalised domain in its xn-- form), case-insensitive, stored lower-cased
+	Email openapi_types.Email `json:"email"`
+
+	// Invite the invite token you were given; needed when the server's registration is invite (GET /v1/auth/registration)
+	Invite *string `json:"invite,omitempty"`
+
+	// Password at least 8 characters, at most 72 bytes (bcrypt's limit)
+	Password string `json:"password"`
+}
+
+// RegistrationOutputBody defines model for RegistrationOutputBody.
+type RegistrationOutputBody struct {
+	// Registration open: anyone may register; invite: only with an invite token; closed: an operator creates accounts
+	Registration RegistrationOutputBodyRegistration `json:"registration"`
+}
+
+// RegistrationOutputBodyRegistration open: anyone may register; invite: only with an invite token; closed: an operator creates accounts
+type RegistrationOutputBodyRegistration string
+
+// ResetInputBody defines model for ResetInputBody.
+type ResetInputBody struct {
+	// Password the new password: at least 8 characters, at most 72 bytes
+	Password string `json:"password"`
+
+	// Token the token of the reset link (sbr_…)
+	Token string `json:"token"`
+}
+
+// ResetLink defines model for ResetLink.
+type ResetLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Token the token alone (sbr_…), for POST /v1/auth/reset
+	Token string `json:"token"`
+
+	// Url the link to hand to the account's owner: the console's reset page with the token
+	Url string `json:"url"`
+}
+
 // Room defines model for Room.
 type Room struct {
 	CreatedAt time.Time `json:"created_at"`
 	Name      string    `json:"name"`
 
 	// OwnerId the user who created it; always a member
-	OwnerId   openapi_types.UUID `json:"owner_id"`
+	OwnerId openapi_types.UUID `json:"owner_id"`
+
+	// ProjectId the project it belongs to: its developers manage it
+	ProjectId openapi_types.UUID `json:"project_id"`
 	UpdatedAt time.Time          `json:"updated_at"`
 
 	// Visibility open: anyone signed in may join, post and read; members: only members
@@ -949,7 +1315,10 @@ type Task struct {
 
 	// PreviousSecretExpiresAt after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
-	RunCount                int64      `json:"run_count"`
+
+	// ProjectId the project the task belongs to
+	ProjectId openapi_types.UUID `json:"project_id"`
+	RunCount  int64              `json:"run_count"`
 
 	// Schedule null: an on-demand task, run only when triggered
 	Schedule *string `json:"schedule"`
@@ -1115,8 +1484,20 @@ type AdminDisconnectUserParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// AdminPasswordResetParams defines parameters for AdminPasswordReset.
+type AdminPasswordResetParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ApiKeyCreateParams defines parameters for ApiKeyCreate.
 type ApiKeyCreateParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// AuthLogoutParams defines parameters for AuthLogout.
+type AuthLogoutParams struct {
 	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
@@ -1142,10 +1523,54 @@ type HistoryReadParams struct {
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// InviteAcceptParams defines parameters for InviteAccept.
+type InviteAcceptParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// MePasswordChangeParams defines parameters for MePasswordChange.
+type MePasswordChangeParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// MeSessionsRevokeParams defines parameters for MeSessionsRevoke.
+type MeSessionsRevokeParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // PresenceParams defines parameters for Presence.
 type PresenceParams struct {
 	// Room room name
 	Room string `form:"room" json:"room"`
+}
+
+// ProjectCreateParams defines parameters for ProjectCreate.
+type ProjectCreateParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ProjectInviteCreateParams defines parameters for ProjectInviteCreate.
+type ProjectInviteCreateParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ProjectLeaveParams defines parameters for ProjectLeave.
+type ProjectLeaveParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ProjectMemberListParams defines parameters for ProjectMemberList.
+type ProjectMemberListParams struct {
+	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // RoomsCreateParams defines parameters for RoomsCreate.
@@ -1261,14 +1686,38 @@ type AdminUpdateUserJSONRequestBody = AdminPatchInputBody
 // ApiKeyCreateJSONRequestBody defines body for ApiKeyCreate for application/json ContentType.
 type ApiKeyCreateJSONRequestBody = ApiKeyCreateInputBody
 
+// AuthForgotJSONRequestBody defines body for AuthForgot for application/json ContentType.
+type AuthForgotJSONRequestBody = ForgotInputBody
+
 // AuthLoginJSONRequestBody defines body for AuthLogin for application/json ContentType.
 type AuthLoginJSONRequestBody = LoginCredentials
 
 // AuthRegisterJSONRequestBody defines body for AuthRegister for application/json ContentType.
-type AuthRegisterJSONRequestBody = Credentials
+type AuthRegisterJSONRequestBody = RegisterInputBody
+
+// AuthResetJSONRequestBody defines body for AuthReset for application/json ContentType.
+type AuthResetJSONRequestBody = ResetInputBody
 
 // EventsPublishJSONRequestBody defines body for EventsPublish for application/json ContentType.
 type EventsPublishJSONRequestBody = EventInputBody
+
+// InviteAcceptJSONRequestBody defines body for InviteAccept for application/json ContentType.
+type InviteAcceptJSONRequestBody = InviteAcceptInputBody
+
+// MePasswordChangeJSONRequestBody defines body for MePasswordChange for application/json ContentType.
+type MePasswordChangeJSONRequestBody = PasswordChangeInputBody
+
+// ProjectCreateJSONRequestBody defines body for ProjectCreate for application/json ContentType.
+type ProjectCreateJSONRequestBody = ProjectNameBody
+
+// ProjectRenameJSONRequestBody defines body for ProjectRename for application/json ContentType.
+type ProjectRenameJSONRequestBody = ProjectNameBody
+
+// ProjectInviteCreateJSONRequestBody defines body for ProjectInviteCreate for application/json ContentType.
+type ProjectInviteCreateJSONRequestBody = InviteCreateInputBody
+
+// ProjectMemberUpdateJSONRequestBody defines body for ProjectMemberUpdate for application/json ContentType.
+type ProjectMemberUpdateJSONRequestBody = MemberRoleInputBody
 
 // RoomsCreateJSONRequestBody defines body for RoomsCreate for application/json ContentType.
 type RoomsCreateJSONRequestBody = RoomCreateInputBody
@@ -1529,6 +1978,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/users/{id}/disconnect (the `AdminDisconnectUser` operationId).
 	AdminDisconnectUser(ctx context.Context, id openapi_types.UUID, params *AdminDisconnectUserParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminPasswordReset Make a password reset link for an account
+	//
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	//
+	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+	AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ApiKeyList List your API keys, newest first
 	//
 	// Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -1561,6 +2017,24 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `ApiKeyRevoke` operationId).
 	ApiKeyRevoke(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AuthForgotWithBody Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthForgot Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgot(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AuthLoginWithBody Exchange email and password for a token
 	//
 	// A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -1579,9 +2053,16 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/auth/login (the `AuthLogin` operationId).
 	AuthLogin(ctx context.Context, body AuthLoginJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AuthLogout Sign this token out
+	//
+	// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+	//
+	// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+	AuthLogout(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AuthRegisterWithBody Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1590,12 +2071,37 @@ type ClientInterface interface {
 
 	// AuthRegister Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 	AuthRegister(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthRegistration Who may register here
+	//
+	// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+	//
+	// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+	AuthRegistration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthResetWithBody Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthReset Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthReset(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ClusterStatus Every node, the queue and the scheduler backlog, from any node
 	//
@@ -1629,6 +2135,24 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// InviteAcceptWithBody Accept an invite
+	//
+	// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+	InviteAcceptWithBody(ctx context.Context, params *InviteAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InviteAccept Accept an invite
+	//
+	// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+	InviteAccept(ctx context.Context, params *InviteAcceptParams, body InviteAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Me The authenticated user
 	//
 	// The account the bearer token or API key acts for.
@@ -1636,12 +2160,165 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MePasswordChangeWithBody Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithBody(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MePasswordChange Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChange(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MeSessionsRevoke Sign out everywhere
+	//
+	// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+	MeSessionsRevoke(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Presence Who is in a room, over every node
 	//
 	// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
 	//
 	// Corresponds with GET /v1/presence (the `Presence` operationId).
 	Presence(ctx context.Context, params *PresenceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectList List your projects
+	//
+	// Every project the caller is a member of, with its role: the personal project first.
+	//
+	// Corresponds with GET /v1/projects (the `ProjectList` operationId).
+	ProjectList(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectCreateWithBody Create a project
+	//
+	// The caller becomes its owner. An account creates at most 100 projects.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+	ProjectCreateWithBody(ctx context.Context, params *ProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectCreate Create a project
+	//
+	// The caller becomes its owner. An account creates at most 100 projects.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+	ProjectCreate(ctx context.Context, params *ProjectCreateParams, body ProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectDelete Delete a project
+	//
+	// Owners. Deletes its tasks, runs, rooms, API keys, invites and its run-event stream; every member's sockets get project.removed (reason deleted). A personal project cannot be deleted (409).
+	//
+	// Corresponds with DELETE /v1/projects/{id} (the `ProjectDelete` operationId).
+	ProjectDelete(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectGet Get a project
+	//
+	// Members (viewer and up). Another project is a 404.
+	//
+	// Corresponds with GET /v1/projects/{id} (the `ProjectGet` operationId).
+	ProjectGet(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectRenameWithBody Rename a project
+	//
+	// Owners.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+	ProjectRenameWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectRename Rename a project
+	//
+	// Owners.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+	ProjectRename(ctx context.Context, id openapi_types.UUID, body ProjectRenameJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectInviteList List a project's pending invites
+	//
+	// Admins. Never the tokens.
+	//
+	// Corresponds with GET /v1/projects/{id}/invites (the `ProjectInviteList` operationId).
+	ProjectInviteList(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectInviteCreateWithBody Invite an address to a project
+	//
+	// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+	ProjectInviteCreateWithBody(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectInviteCreate Invite an address to a project
+	//
+	// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+	ProjectInviteCreate(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, body ProjectInviteCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectInviteRevoke Revoke a pending invite
+	//
+	// Admins. The token is refused from then on.
+	//
+	// Corresponds with DELETE /v1/projects/{id}/invites/{invite_id} (the `ProjectInviteRevoke` operationId).
+	ProjectInviteRevoke(ctx context.Context, id openapi_types.UUID, inviteId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectLeave Leave a project
+	//
+	// Any member; the last owner cannot leave (409).
+	//
+	// Corresponds with POST /v1/projects/{id}/leave (the `ProjectLeave` operationId).
+	ProjectLeave(ctx context.Context, id openapi_types.UUID, params *ProjectLeaveParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectMemberList List a project's members
+	//
+	// Members (viewer and up), in the order they joined, a page at a time.
+	//
+	// Corresponds with GET /v1/projects/{id}/members (the `ProjectMemberList` operationId).
+	ProjectMemberList(ctx context.Context, id openapi_types.UUID, params *ProjectMemberListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectMemberRemove Remove a member
+	//
+	// Admins (an owner only by an owner), or any member removing themselves (leaving). The last owner cannot be removed (409). Their requests in the project are refused and their sockets leave its stream (project.removed) at once on every replica.
+	//
+	// Corresponds with DELETE /v1/projects/{id}/members/{user_id} (the `ProjectMemberRemove` operationId).
+	ProjectMemberRemove(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectMemberUpdateWithBody Change a member's role
+	//
+	// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+	ProjectMemberUpdateWithBody(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProjectMemberUpdate Change a member's role
+	//
+	// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+	ProjectMemberUpdate(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, body ProjectMemberUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RoomsCreateWithBody Create a room
 	//
@@ -2040,6 +2717,23 @@ func (c *Client) AdminDisconnectUser(ctx context.Context, id openapi_types.UUID,
 	return c.Client.Do(req)
 }
 
+// AdminPasswordReset Make a password reset link for an account
+//
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+//
+// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+func (c *Client) AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminPasswordResetRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ApiKeyList List your API keys, newest first
 //
 // Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -2112,6 +2806,44 @@ func (c *Client) ApiKeyRevoke(ctx context.Context, id openapi_types.UUID, reqEdi
 	return c.Client.Do(req)
 }
 
+// AuthForgotWithBody Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *Client) AuthForgotWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthForgotRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthForgot Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *Client) AuthForgot(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthForgotRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AuthLoginWithBody Exchange email and password for a token
 //
 // A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -2150,9 +2882,26 @@ func (c *Client) AuthLogin(ctx context.Context, body AuthLoginJSONRequestBody, r
 	return c.Client.Do(req)
 }
 
+// AuthLogout Sign this token out
+//
+// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+//
+// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+func (c *Client) AuthLogout(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthLogoutRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AuthRegisterWithBody Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2171,13 +2920,68 @@ func (c *Client) AuthRegisterWithBody(ctx context.Context, contentType string, b
 
 // AuthRegister Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 func (c *Client) AuthRegister(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAuthRegisterRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthRegistration Who may register here
+//
+// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+//
+// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+func (c *Client) AuthRegistration(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthRegistrationRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthResetWithBody Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *Client) AuthResetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthResetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthReset Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *Client) AuthReset(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthResetRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2260,6 +3064,44 @@ func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, req
 	return c.Client.Do(req)
 }
 
+// InviteAcceptWithBody Accept an invite
+//
+// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+func (c *Client) InviteAcceptWithBody(ctx context.Context, params *InviteAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInviteAcceptRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InviteAccept Accept an invite
+//
+// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+func (c *Client) InviteAccept(ctx context.Context, params *InviteAcceptParams, body InviteAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInviteAcceptRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Me The authenticated user
 //
 // The account the bearer token or API key acts for.
@@ -2277,6 +3119,61 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 	return c.Client.Do(req)
 }
 
+// MePasswordChangeWithBody Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *Client) MePasswordChangeWithBody(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMePasswordChangeRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MePasswordChange Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *Client) MePasswordChange(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMePasswordChangeRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MeSessionsRevoke Sign out everywhere
+//
+// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+func (c *Client) MeSessionsRevoke(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMeSessionsRevokeRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Presence Who is in a room, over every node
 //
 // Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
@@ -2284,6 +3181,294 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 // Corresponds with GET /v1/presence (the `Presence` operationId).
 func (c *Client) Presence(ctx context.Context, params *PresenceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPresenceRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectList List your projects
+//
+// Every project the caller is a member of, with its role: the personal project first.
+//
+// Corresponds with GET /v1/projects (the `ProjectList` operationId).
+func (c *Client) ProjectList(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectListRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectCreateWithBody Create a project
+//
+// The caller becomes its owner. An account creates at most 100 projects.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+func (c *Client) ProjectCreateWithBody(ctx context.Context, params *ProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectCreateRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectCreate Create a project
+//
+// The caller becomes its owner. An account creates at most 100 projects.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+func (c *Client) ProjectCreate(ctx context.Context, params *ProjectCreateParams, body ProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectCreateRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectDelete Delete a project
+//
+// Owners. Deletes its tasks, runs, rooms, API keys, invites and its run-event stream; every member's sockets get project.removed (reason deleted). A personal project cannot be deleted (409).
+//
+// Corresponds with DELETE /v1/projects/{id} (the `ProjectDelete` operationId).
+func (c *Client) ProjectDelete(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectDeleteRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectGet Get a project
+//
+// Members (viewer and up). Another project is a 404.
+//
+// Corresponds with GET /v1/projects/{id} (the `ProjectGet` operationId).
+func (c *Client) ProjectGet(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectGetRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectRenameWithBody Rename a project
+//
+// Owners.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+func (c *Client) ProjectRenameWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectRenameRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectRename Rename a project
+//
+// Owners.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+func (c *Client) ProjectRename(ctx context.Context, id openapi_types.UUID, body ProjectRenameJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectRenameRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectInviteList List a project's pending invites
+//
+// Admins. Never the tokens.
+//
+// Corresponds with GET /v1/projects/{id}/invites (the `ProjectInviteList` operationId).
+func (c *Client) ProjectInviteList(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectInviteListRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectInviteCreateWithBody Invite an address to a project
+//
+// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+func (c *Client) ProjectInviteCreateWithBody(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectInviteCreateRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectInviteCreate Invite an address to a project
+//
+// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+func (c *Client) ProjectInviteCreate(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, body ProjectInviteCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectInviteCreateRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectInviteRevoke Revoke a pending invite
+//
+// Admins. The token is refused from then on.
+//
+// Corresponds with DELETE /v1/projects/{id}/invites/{invite_id} (the `ProjectInviteRevoke` operationId).
+func (c *Client) ProjectInviteRevoke(ctx context.Context, id openapi_types.UUID, inviteId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectInviteRevokeRequest(c.Server, id, inviteId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectLeave Leave a project
+//
+// Any member; the last owner cannot leave (409).
+//
+// Corresponds with POST /v1/projects/{id}/leave (the `ProjectLeave` operationId).
+func (c *Client) ProjectLeave(ctx context.Context, id openapi_types.UUID, params *ProjectLeaveParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectLeaveRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectMemberList List a project's members
+//
+// Members (viewer and up), in the order they joined, a page at a time.
+//
+// Corresponds with GET /v1/projects/{id}/members (the `ProjectMemberList` operationId).
+func (c *Client) ProjectMemberList(ctx context.Context, id openapi_types.UUID, params *ProjectMemberListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectMemberListRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectMemberRemove Remove a member
+//
+// Admins (an owner only by an owner), or any member removing themselves (leaving). The last owner cannot be removed (409). Their requests in the project are refused and their sockets leave its stream (project.removed) at once on every replica.
+//
+// Corresponds with DELETE /v1/projects/{id}/members/{user_id} (the `ProjectMemberRemove` operationId).
+func (c *Client) ProjectMemberRemove(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectMemberRemoveRequest(c.Server, id, userId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectMemberUpdateWithBody Change a member's role
+//
+// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+func (c *Client) ProjectMemberUpdateWithBody(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectMemberUpdateRequestWithBody(c.Server, id, userId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProjectMemberUpdate Change a member's role
+//
+// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+func (c *Client) ProjectMemberUpdate(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, body ProjectMemberUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProjectMemberUpdateRequest(c.Server, id, userId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3181,6 +4366,55 @@ func NewAdminDisconnectUserRequest(server string, id openapi_types.UUID, params 
 	return req, nil
 }
 
+// NewAdminPasswordResetRequest constructs an http.Request for the AdminPasswordReset method
+func NewAdminPasswordResetRequest(server string, id openapi_types.UUID, params *AdminPasswordResetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/users/%s/password-reset", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewApiKeyListRequest constructs an http.Request for the ApiKeyList method
 func NewApiKeyListRequest(server string) (*http.Request, error) {
 	var err error
@@ -3297,6 +4531,46 @@ func NewApiKeyRevokeRequest(server string, id openapi_types.UUID) (*http.Request
 	return req, nil
 }
 
+// NewAuthForgotRequest calls the generic AuthForgot builder with application/json body
+func NewAuthForgotRequest(server string, body AuthForgotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAuthForgotRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAuthForgotRequestWithBody constructs an http.Request for the AuthForgot method, with any body, and a specified content type
+func NewAuthForgotRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/forgot")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewAuthLoginRequest calls the generic AuthLogin builder with application/json body
 func NewAuthLoginRequest(server string, body AuthLoginJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3337,6 +4611,48 @@ func NewAuthLoginRequestWithBody(server string, contentType string, body io.Read
 	return req, nil
 }
 
+// NewAuthLogoutRequest constructs an http.Request for the AuthLogout method
+func NewAuthLogoutRequest(server string, params *AuthLogoutParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/logout")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewAuthRegisterRequest calls the generic AuthRegister builder with application/json body
 func NewAuthRegisterRequest(server string, body AuthRegisterJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3358,6 +4674,73 @@ func NewAuthRegisterRequestWithBody(server string, contentType string, body io.R
 	}
 
 	operationPath := fmt.Sprintf("/v1/auth/register")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAuthRegistrationRequest constructs an http.Request for the AuthRegistration method
+func NewAuthRegistrationRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/registration")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAuthResetRequest calls the generic AuthReset builder with application/json body
+func NewAuthResetRequest(server string, body AuthResetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAuthResetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAuthResetRequestWithBody constructs an http.Request for the AuthReset method, with any body, and a specified content type
+func NewAuthResetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/reset")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3545,6 +4928,61 @@ func NewHistoryReadRequest(server string, params *HistoryReadParams) (*http.Requ
 	return req, nil
 }
 
+// NewInviteAcceptRequest calls the generic InviteAccept builder with application/json body
+func NewInviteAcceptRequest(server string, params *InviteAcceptParams, body InviteAcceptJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewInviteAcceptRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewInviteAcceptRequestWithBody constructs an http.Request for the InviteAccept method, with any body, and a specified content type
+func NewInviteAcceptRequestWithBody(server string, params *InviteAcceptParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/invites/accept")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewMeRequest constructs an http.Request for the Me method
 func NewMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -3567,6 +5005,103 @@ func NewMeRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewMePasswordChangeRequest calls the generic MePasswordChange builder with application/json body
+func NewMePasswordChangeRequest(server string, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMePasswordChangeRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewMePasswordChangeRequestWithBody constructs an http.Request for the MePasswordChange method, with any body, and a specified content type
+func NewMePasswordChangeRequestWithBody(server string, params *MePasswordChangeParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/password")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewMeSessionsRevokeRequest constructs an http.Request for the MeSessionsRevoke method
+func NewMeSessionsRevokeRequest(server string, params *MeSessionsRevokeParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/sessions/revoke")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -3618,6 +5153,557 @@ func NewPresenceRequest(server string, params *PresenceParams) (*http.Request, e
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewProjectListRequest constructs an http.Request for the ProjectList method
+func NewProjectListRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectCreateRequest calls the generic ProjectCreate builder with application/json body
+func NewProjectCreateRequest(server string, params *ProjectCreateParams, body ProjectCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectCreateRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewProjectCreateRequestWithBody constructs an http.Request for the ProjectCreate method, with any body, and a specified content type
+func NewProjectCreateRequestWithBody(server string, params *ProjectCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewProjectDeleteRequest constructs an http.Request for the ProjectDelete method
+func NewProjectDeleteRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectGetRequest constructs an http.Request for the ProjectGet method
+func NewProjectGetRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectRenameRequest calls the generic ProjectRename builder with application/json body
+func NewProjectRenameRequest(server string, id openapi_types.UUID, body ProjectRenameJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectRenameRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewProjectRenameRequestWithBody constructs an http.Request for the ProjectRename method, with any body, and a specified content type
+func NewProjectRenameRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewProjectInviteListRequest constructs an http.Request for the ProjectInviteList method
+func NewProjectInviteListRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/invites", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectInviteCreateRequest calls the generic ProjectInviteCreate builder with application/json body
+func NewProjectInviteCreateRequest(server string, id openapi_types.UUID, params *ProjectInviteCreateParams, body ProjectInviteCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectInviteCreateRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewProjectInviteCreateRequestWithBody constructs an http.Request for the ProjectInviteCreate method, with any body, and a specified content type
+func NewProjectInviteCreateRequestWithBody(server string, id openapi_types.UUID, params *ProjectInviteCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/invites", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewProjectInviteRevokeRequest constructs an http.Request for the ProjectInviteRevoke method
+func NewProjectInviteRevokeRequest(server string, id openapi_types.UUID, inviteId openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "invite_id", inviteId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/invites/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectLeaveRequest constructs an http.Request for the ProjectLeave method
+func NewProjectLeaveRequest(server string, id openapi_types.UUID, params *ProjectLeaveParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/leave", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewProjectMemberListRequest constructs an http.Request for the ProjectMemberList method
+func NewProjectMemberListRequest(server string, id openapi_types.UUID, params *ProjectMemberListParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectMemberRemoveRequest constructs an http.Request for the ProjectMemberRemove method
+func NewProjectMemberRemoveRequest(server string, id openapi_types.UUID, userId openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "user_id", userId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewProjectMemberUpdateRequest calls the generic ProjectMemberUpdate builder with application/json body
+func NewProjectMemberUpdateRequest(server string, id openapi_types.UUID, userId openapi_types.UUID, body ProjectMemberUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProjectMemberUpdateRequestWithBody(server, id, userId, "application/json", bodyReader)
+}
+
+// NewProjectMemberUpdateRequestWithBody constructs an http.Request for the ProjectMemberUpdate method, with any body, and a specified content type
+func NewProjectMemberUpdateRequestWithBody(server string, id openapi_types.UUID, userId openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "user_id", userId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/projects/%s/members/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4965,6 +7051,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/users/{id}/disconnect (the `AdminDisconnectUser` operationId).
 	AdminDisconnectUserWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminDisconnectUserParams, reqEditors ...RequestEditorFn) (*AdminDisconnectUserResponse, error)
 
+	// AdminPasswordResetWithResponse Make a password reset link for an account
+	//
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+	AdminPasswordResetWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*AdminPasswordResetResponse, error)
+
 	// ApiKeyListWithResponse List your API keys, newest first
 	//
 	// Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -5001,6 +7096,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `ApiKeyRevoke` operationId).
 	ApiKeyRevokeWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ApiKeyRevokeResponse, error)
 
+	// AuthForgotWithBodyWithResponse Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error)
+
+	// AuthForgotWithResponse Mail a password reset link
+	//
+	// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+	AuthForgotWithResponse(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error)
+
 	// AuthLoginWithBodyWithResponse Exchange email and password for a token
 	//
 	// A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -5019,9 +7132,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/auth/login (the `AuthLogin` operationId).
 	AuthLoginWithResponse(ctx context.Context, body AuthLoginJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthLoginResponse, error)
 
+	// AuthLogoutWithResponse Sign this token out
+	//
+	// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+	AuthLogoutWithResponse(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*AuthLogoutResponse, error)
+
 	// AuthRegisterWithBodyWithResponse Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5030,12 +7152,39 @@ type ClientWithResponsesInterface interface {
 
 	// AuthRegisterWithResponse Create an account and get a token
 	//
-	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+	// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/auth/register (the `AuthRegister` operationId).
 	AuthRegisterWithResponse(ctx context.Context, body AuthRegisterJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthRegisterResponse, error)
+
+	// AuthRegistrationWithResponse Who may register here
+	//
+	// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+	AuthRegistrationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AuthRegistrationResponse, error)
+
+	// AuthResetWithBodyWithResponse Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthResetResponse, error)
+
+	// AuthResetWithResponse Set a new password with a reset link
+	//
+	// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+	AuthResetWithResponse(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthResetResponse, error)
 
 	// ClusterStatusWithResponse Every node, the queue and the scheduler backlog, from any node
 	//
@@ -5073,6 +7222,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryReadWithResponse(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*HistoryReadResponse, error)
 
+	// InviteAcceptWithBodyWithResponse Accept an invite
+	//
+	// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+	InviteAcceptWithBodyWithResponse(ctx context.Context, params *InviteAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InviteAcceptResponse, error)
+
+	// InviteAcceptWithResponse Accept an invite
+	//
+	// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+	InviteAcceptWithResponse(ctx context.Context, params *InviteAcceptParams, body InviteAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*InviteAcceptResponse, error)
+
 	// MeWithResponse The authenticated user
 	//
 	// The account the bearer token or API key acts for.
@@ -5082,6 +7249,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	MeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MeResponse, error)
 
+	// MePasswordChangeWithBodyWithResponse Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithBodyWithResponse(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error)
+
+	// MePasswordChangeWithResponse Change your password
+	//
+	// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+	MePasswordChangeWithResponse(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error)
+
+	// MeSessionsRevokeWithResponse Sign out everywhere
+	//
+	// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+	MeSessionsRevokeWithResponse(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*MeSessionsRevokeResponse, error)
+
 	// PresenceWithResponse Who is in a room, over every node
 	//
 	// Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
@@ -5090,6 +7284,150 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/presence (the `Presence` operationId).
 	PresenceWithResponse(ctx context.Context, params *PresenceParams, reqEditors ...RequestEditorFn) (*PresenceResponse, error)
+
+	// ProjectListWithResponse List your projects
+	//
+	// Every project the caller is a member of, with its role: the personal project first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects (the `ProjectList` operationId).
+	ProjectListWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ProjectListResponse, error)
+
+	// ProjectCreateWithBodyWithResponse Create a project
+	//
+	// The caller becomes its owner. An account creates at most 100 projects.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+	ProjectCreateWithBodyWithResponse(ctx context.Context, params *ProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectCreateResponse, error)
+
+	// ProjectCreateWithResponse Create a project
+	//
+	// The caller becomes its owner. An account creates at most 100 projects.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+	ProjectCreateWithResponse(ctx context.Context, params *ProjectCreateParams, body ProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectCreateResponse, error)
+
+	// ProjectDeleteWithResponse Delete a project
+	//
+	// Owners. Deletes its tasks, runs, rooms, API keys, invites and its run-event stream; every member's sockets get project.removed (reason deleted). A personal project cannot be deleted (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{id} (the `ProjectDelete` operationId).
+	ProjectDeleteWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectDeleteResponse, error)
+
+	// ProjectGetWithResponse Get a project
+	//
+	// Members (viewer and up). Another project is a 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{id} (the `ProjectGet` operationId).
+	ProjectGetWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectGetResponse, error)
+
+	// ProjectRenameWithBodyWithResponse Rename a project
+	//
+	// Owners.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+	ProjectRenameWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectRenameResponse, error)
+
+	// ProjectRenameWithResponse Rename a project
+	//
+	// Owners.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+	ProjectRenameWithResponse(ctx context.Context, id openapi_types.UUID, body ProjectRenameJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectRenameResponse, error)
+
+	// ProjectInviteListWithResponse List a project's pending invites
+	//
+	// Admins. Never the tokens.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{id}/invites (the `ProjectInviteList` operationId).
+	ProjectInviteListWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectInviteListResponse, error)
+
+	// ProjectInviteCreateWithBodyWithResponse Invite an address to a project
+	//
+	// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+	ProjectInviteCreateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectInviteCreateResponse, error)
+
+	// ProjectInviteCreateWithResponse Invite an address to a project
+	//
+	// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+	ProjectInviteCreateWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, body ProjectInviteCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectInviteCreateResponse, error)
+
+	// ProjectInviteRevokeWithResponse Revoke a pending invite
+	//
+	// Admins. The token is refused from then on.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{id}/invites/{invite_id} (the `ProjectInviteRevoke` operationId).
+	ProjectInviteRevokeWithResponse(ctx context.Context, id openapi_types.UUID, inviteId openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectInviteRevokeResponse, error)
+
+	// ProjectLeaveWithResponse Leave a project
+	//
+	// Any member; the last owner cannot leave (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/projects/{id}/leave (the `ProjectLeave` operationId).
+	ProjectLeaveWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectLeaveParams, reqEditors ...RequestEditorFn) (*ProjectLeaveResponse, error)
+
+	// ProjectMemberListWithResponse List a project's members
+	//
+	// Members (viewer and up), in the order they joined, a page at a time.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/projects/{id}/members (the `ProjectMemberList` operationId).
+	ProjectMemberListWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectMemberListParams, reqEditors ...RequestEditorFn) (*ProjectMemberListResponse, error)
+
+	// ProjectMemberRemoveWithResponse Remove a member
+	//
+	// Admins (an owner only by an owner), or any member removing themselves (leaving). The last owner cannot be removed (409). Their requests in the project are refused and their sockets leave its stream (project.removed) at once on every replica.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/projects/{id}/members/{user_id} (the `ProjectMemberRemove` operationId).
+	ProjectMemberRemoveWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectMemberRemoveResponse, error)
+
+	// ProjectMemberUpdateWithBodyWithResponse Change a member's role
+	//
+	// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+	ProjectMemberUpdateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectMemberUpdateResponse, error)
+
+	// ProjectMemberUpdateWithResponse Change a member's role
+	//
+	// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+	ProjectMemberUpdateWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, body ProjectMemberUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectMemberUpdateResponse, error)
 
 	// RoomsCreateWithBodyWithResponse Create a room
 	//
@@ -5941,6 +8279,99 @@ func (r AdminDisconnectUserResponse) ContentType() string {
 	return ""
 }
 
+// AdminPasswordResetResponse429Headers the declared response headers of an HTTP 429 response for AdminPasswordReset
+type AdminPasswordResetResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type AdminPasswordResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResetLink
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AdminPasswordResetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminPasswordResetResponse) GetJSON200() *ResetLink {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminPasswordResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminPasswordResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminPasswordResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminPasswordResetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ApiKeyListResponse429Headers the declared response headers of an HTTP 429 response for ApiKeyList
 type ApiKeyListResponse429Headers struct {
 	RetryAfter          *int
@@ -6185,6 +8616,68 @@ func (r ApiKeyRevokeResponse) ContentType() string {
 	return ""
 }
 
+type AuthForgotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ForgotOutputBody
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r AuthForgotResponse) GetJSON202() *ForgotOutputBody {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthForgotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthForgotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthForgotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthForgotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AuthLoginResponse200Headers the declared response headers of an HTTP 200 response for AuthLogin
 type AuthLoginResponse200Headers struct {
 	SetCookie *string
@@ -6203,6 +8696,8 @@ type AuthLoginResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *AuthLoginResponse200Headers
 }
@@ -6230,6 +8725,11 @@ func (r AuthLoginResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthLoginResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthLoginResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6261,6 +8761,78 @@ func (r AuthLoginResponse) ContentType() string {
 	return ""
 }
 
+// AuthLogoutResponse429Headers the declared response headers of an HTTP 429 response for AuthLogout
+type AuthLogoutResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type AuthLogoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AuthLogoutResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthLogoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthLogoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthLogoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthLogoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AuthRegisterResponse201Headers the declared response headers of an HTTP 201 response for AuthRegister
 type AuthRegisterResponse201Headers struct {
 	SetCookie *string
@@ -6271,6 +8843,8 @@ type AuthRegisterResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *AuthBody
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *ErrorModel
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -6279,6 +8853,8 @@ type AuthRegisterResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *AuthRegisterResponse201Headers
 }
@@ -6286,6 +8862,11 @@ type AuthRegisterResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r AuthRegisterResponse) GetJSON201() *AuthBody {
 	return r.JSON201
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AuthRegisterResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -6306,6 +8887,11 @@ func (r AuthRegisterResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthRegisterResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthRegisterResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -6331,6 +8917,130 @@ func (r AuthRegisterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AuthRegisterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AuthRegistrationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RegistrationOutputBody
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AuthRegistrationResponse) GetJSON200() *RegistrationOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthRegistrationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthRegistrationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthRegistrationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthRegistrationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AuthResetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON400() *ErrorModel {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthResetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthResetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthResetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthResetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthResetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6588,6 +9298,99 @@ func (r HistoryReadResponse) ContentType() string {
 	return ""
 }
 
+// InviteAcceptResponse429Headers the declared response headers of an HTTP 429 response for InviteAccept
+type InviteAcceptResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type InviteAcceptResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InviteAcceptOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InviteAcceptResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InviteAcceptResponse) GetJSON200() *InviteAcceptOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r InviteAcceptResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InviteAcceptResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InviteAcceptResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InviteAcceptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // MeResponse429Headers the declared response headers of an HTTP 429 response for Me
 type MeResponse429Headers struct {
 	RetryAfter          *int
@@ -6654,6 +9457,185 @@ func (r MeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MePasswordChangeResponse200Headers the declared response headers of an HTTP 200 response for MePasswordChange
+type MePasswordChangeResponse200Headers struct {
+	SetCookie *string
+}
+
+// MePasswordChangeResponse429Headers the declared response headers of an HTTP 429 response for MePasswordChange
+type MePasswordChangeResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type MePasswordChangeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuthBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *MePasswordChangeResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MePasswordChangeResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MePasswordChangeResponse) GetJSON200() *AuthBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MePasswordChangeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MePasswordChangeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MePasswordChangeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MePasswordChangeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MePasswordChangeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MeSessionsRevokeResponse429Headers the declared response headers of an HTTP 429 response for MeSessionsRevoke
+type MeSessionsRevokeResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type MeSessionsRevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MeSessionsRevokeResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r MeSessionsRevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MeSessionsRevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MeSessionsRevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MeSessionsRevokeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6740,6 +9722,1080 @@ func (r PresenceResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PresenceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectListResponse429Headers the declared response headers of an HTTP 429 response for ProjectList
+type ProjectListResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProjectListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectListResponse) GetJSON200() *ProjectListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectListResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectListResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectListResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectCreateResponse429Headers the declared response headers of an HTTP 429 response for ProjectCreate
+type ProjectCreateResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Project
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectCreateResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ProjectCreateResponse) GetJSON201() *Project {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectDeleteResponse429Headers the declared response headers of an HTTP 429 response for ProjectDelete
+type ProjectDeleteResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectDeleteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectDeleteResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectDeleteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectDeleteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectDeleteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectDeleteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectGetResponse429Headers the declared response headers of an HTTP 429 response for ProjectGet
+type ProjectGetResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Project
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectGetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectGetResponse) GetJSON200() *Project {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectRenameResponse429Headers the declared response headers of an HTTP 429 response for ProjectRename
+type ProjectRenameResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectRenameResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Project
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectRenameResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectRenameResponse) GetJSON200() *Project {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectRenameResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectRenameResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectRenameResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectRenameResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectInviteListResponse429Headers the declared response headers of an HTTP 429 response for ProjectInviteList
+type ProjectInviteListResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectInviteListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InviteListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectInviteListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectInviteListResponse) GetJSON200() *InviteListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectInviteListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectInviteListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectInviteListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectInviteListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectInviteCreateResponse429Headers the declared response headers of an HTTP 429 response for ProjectInviteCreate
+type ProjectInviteCreateResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectInviteCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *InviteCreated
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectInviteCreateResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r ProjectInviteCreateResponse) GetJSON201() *InviteCreated {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectInviteCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectInviteCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectInviteCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectInviteCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectInviteRevokeResponse429Headers the declared response headers of an HTTP 429 response for ProjectInviteRevoke
+type ProjectInviteRevokeResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectInviteRevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectInviteRevokeResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectInviteRevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectInviteRevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectInviteRevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectInviteRevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectLeaveResponse429Headers the declared response headers of an HTTP 429 response for ProjectLeave
+type ProjectLeaveResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectLeaveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectLeaveResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectLeaveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectLeaveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectLeaveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectLeaveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectMemberListResponse429Headers the declared response headers of an HTTP 429 response for ProjectMemberList
+type ProjectMemberListResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectMemberListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MemberListOutputBody
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectMemberListResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectMemberListResponse) GetJSON200() *MemberListOutputBody {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectMemberListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectMemberListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectMemberListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectMemberListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectMemberRemoveResponse429Headers the declared response headers of an HTTP 429 response for ProjectMemberRemove
+type ProjectMemberRemoveResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectMemberRemoveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectMemberRemoveResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectMemberRemoveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectMemberRemoveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectMemberRemoveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectMemberRemoveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ProjectMemberUpdateResponse429Headers the declared response headers of an HTTP 429 response for ProjectMemberUpdate
+type ProjectMemberUpdateResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type ProjectMemberUpdateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Member
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProjectMemberUpdateResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ProjectMemberUpdateResponse) GetJSON200() *Member {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON409() *ErrorModel {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ProjectMemberUpdateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProjectMemberUpdateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProjectMemberUpdateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProjectMemberUpdateResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8927,6 +12983,21 @@ func (c *ClientWithResponses) AdminDisconnectUserWithResponse(ctx context.Contex
 	return ParseAdminDisconnectUserResponse(rsp)
 }
 
+// AdminPasswordResetWithResponse Make a password reset link for an account
+//
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
+func (c *ClientWithResponses) AdminPasswordResetWithResponse(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*AdminPasswordResetResponse, error) {
+	rsp, err := c.AdminPasswordReset(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminPasswordResetResponse(rsp)
+}
+
 // ApiKeyListWithResponse List your API keys, newest first
 //
 // Prefix, name, scopes, creation, expiry and last use of each key; never the secret.
@@ -8987,6 +13058,36 @@ func (c *ClientWithResponses) ApiKeyRevokeWithResponse(ctx context.Context, id o
 	return ParseApiKeyRevokeResponse(rsp)
 }
 
+// AuthForgotWithBodyWithResponse Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *ClientWithResponses) AuthForgotWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error) {
+	rsp, err := c.AuthForgotWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthForgotResponse(rsp)
+}
+
+// AuthForgotWithResponse Mail a password reset link
+//
+// Always 202 with the same body, in the same time, whether or not an account has the address: the lookup and the mail happen after the answer. An enabled account gets a single-use link valid one hour, at most 3 an hour per address; nothing is sent when the server has no SWITCHBOARD_SMTP_URL.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/forgot (the `AuthForgot` operationId).
+func (c *ClientWithResponses) AuthForgotWithResponse(ctx context.Context, body AuthForgotJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthForgotResponse, error) {
+	rsp, err := c.AuthForgot(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthForgotResponse(rsp)
+}
+
 // AuthLoginWithBodyWithResponse Exchange email and password for a token
 //
 // A 24 h bearer token for the account; a wrong email or password is a 401 that does not say which. Admins also get the River UI session cookie.
@@ -9017,9 +13118,24 @@ func (c *ClientWithResponses) AuthLoginWithResponse(ctx context.Context, body Au
 	return ParseAuthLoginResponse(rsp)
 }
 
+// AuthLogoutWithResponse Sign this token out
+//
+// The bearer token is refused on every replica from its next request. Other tokens of the account stay valid (POST /v1/me/sessions/revoke ends them all). API keys are revoked with DELETE /v1/api-keys/{id} instead (403 here).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/logout (the `AuthLogout` operationId).
+func (c *ClientWithResponses) AuthLogoutWithResponse(ctx context.Context, params *AuthLogoutParams, reqEditors ...RequestEditorFn) (*AuthLogoutResponse, error) {
+	rsp, err := c.AuthLogout(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthLogoutResponse(rsp)
+}
+
 // AuthRegisterWithBodyWithResponse Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9034,7 +13150,7 @@ func (c *ClientWithResponses) AuthRegisterWithBodyWithResponse(ctx context.Conte
 
 // AuthRegisterWithResponse Create an account and get a token
 //
-// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it.
+// Creates an account with a unique email (409 when taken) and a password of 8 to 72 bytes, and answers a 24 h bearer token for it. The server's registration policy (GET /v1/auth/registration) decides who may: open, invite (an invite token for that address) or closed (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9045,6 +13161,51 @@ func (c *ClientWithResponses) AuthRegisterWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParseAuthRegisterResponse(rsp)
+}
+
+// AuthRegistrationWithResponse Who may register here
+//
+// The server's registration policy (SWITCHBOARD_REGISTRATION), for a sign-in page: open, invite or closed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/auth/registration (the `AuthRegistration` operationId).
+func (c *ClientWithResponses) AuthRegistrationWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AuthRegistrationResponse, error) {
+	rsp, err := c.AuthRegistration(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthRegistrationResponse(rsp)
+}
+
+// AuthResetWithBodyWithResponse Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *ClientWithResponses) AuthResetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthResetResponse, error) {
+	rsp, err := c.AuthResetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthResetResponse(rsp)
+}
+
+// AuthResetWithResponse Set a new password with a reset link
+//
+// Uses the link up, sets the password and ends every session of the account on every replica. 400 for a link that is unknown, used or expired; nothing changes then.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/reset (the `AuthReset` operationId).
+func (c *ClientWithResponses) AuthResetWithResponse(ctx context.Context, body AuthResetJSONRequestBody, reqEditors ...RequestEditorFn) (*AuthResetResponse, error) {
+	rsp, err := c.AuthReset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthResetResponse(rsp)
 }
 
 // ClusterStatusWithResponse Every node, the queue and the scheduler backlog, from any node
@@ -9107,6 +13268,36 @@ func (c *ClientWithResponses) HistoryReadWithResponse(ctx context.Context, param
 	return ParseHistoryReadResponse(rsp)
 }
 
+// InviteAcceptWithBodyWithResponse Accept an invite
+//
+// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+func (c *ClientWithResponses) InviteAcceptWithBodyWithResponse(ctx context.Context, params *InviteAcceptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InviteAcceptResponse, error) {
+	rsp, err := c.InviteAcceptWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInviteAcceptResponse(rsp)
+}
+
+// InviteAcceptWithResponse Accept an invite
+//
+// Signed in (a user token) with the invited address (403 otherwise, and the invite stays unused); an unknown, used, revoked or expired token is one 404. The account becomes a member with the invite's role (a member already keeps its role). Sockets opened from then on follow the project's stream.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/invites/accept (the `InviteAccept` operationId).
+func (c *ClientWithResponses) InviteAcceptWithResponse(ctx context.Context, params *InviteAcceptParams, body InviteAcceptJSONRequestBody, reqEditors ...RequestEditorFn) (*InviteAcceptResponse, error) {
+	rsp, err := c.InviteAccept(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInviteAcceptResponse(rsp)
+}
+
 // MeWithResponse The authenticated user
 //
 // The account the bearer token or API key acts for.
@@ -9122,6 +13313,51 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 	return ParseMeResponse(rsp)
 }
 
+// MePasswordChangeWithBodyWithResponse Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *ClientWithResponses) MePasswordChangeWithBodyWithResponse(ctx context.Context, params *MePasswordChangeParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error) {
+	rsp, err := c.MePasswordChangeWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMePasswordChangeResponse(rsp)
+}
+
+// MePasswordChangeWithResponse Change your password
+//
+// Needs the current password (403 when wrong). Every other token and console session of the account is refused on every replica from its next request and the account's WebSockets are closed; the answer holds a fresh token. Pending reset links stop working. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/password (the `MePasswordChange` operationId).
+func (c *ClientWithResponses) MePasswordChangeWithResponse(ctx context.Context, params *MePasswordChangeParams, body MePasswordChangeJSONRequestBody, reqEditors ...RequestEditorFn) (*MePasswordChangeResponse, error) {
+	rsp, err := c.MePasswordChange(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMePasswordChangeResponse(rsp)
+}
+
+// MeSessionsRevokeWithResponse Sign out everywhere
+//
+// Every token and console session of the account, this one included, is refused on every replica from its next request, and the account's WebSockets are closed. API keys are not affected. Needs a user token (403 with an API key).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/sessions/revoke (the `MeSessionsRevoke` operationId).
+func (c *ClientWithResponses) MeSessionsRevokeWithResponse(ctx context.Context, params *MeSessionsRevokeParams, reqEditors ...RequestEditorFn) (*MeSessionsRevokeResponse, error) {
+	rsp, err := c.MeSessionsRevoke(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMeSessionsRevokeResponse(rsp)
+}
+
 // PresenceWithResponse Who is in a room, over every node
 //
 // Read from the presence state every node keeps in the database, the same state presence.join and presence.leave announce the changes of. Members held by a node that stopped heartbeating are still listed until the node is judged dead; such nodes are named in unavailable_nodes and the answer is degraded. An open room: any signed-in user; a members-only room: its members and admins only (403, before anything is read).
@@ -9135,6 +13371,246 @@ func (c *ClientWithResponses) PresenceWithResponse(ctx context.Context, params *
 		return nil, err
 	}
 	return ParsePresenceResponse(rsp)
+}
+
+// ProjectListWithResponse List your projects
+//
+// Every project the caller is a member of, with its role: the personal project first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects (the `ProjectList` operationId).
+func (c *ClientWithResponses) ProjectListWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ProjectListResponse, error) {
+	rsp, err := c.ProjectList(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectListResponse(rsp)
+}
+
+// ProjectCreateWithBodyWithResponse Create a project
+//
+// The caller becomes its owner. An account creates at most 100 projects.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+func (c *ClientWithResponses) ProjectCreateWithBodyWithResponse(ctx context.Context, params *ProjectCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectCreateResponse, error) {
+	rsp, err := c.ProjectCreateWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectCreateResponse(rsp)
+}
+
+// ProjectCreateWithResponse Create a project
+//
+// The caller becomes its owner. An account creates at most 100 projects.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects (the `ProjectCreate` operationId).
+func (c *ClientWithResponses) ProjectCreateWithResponse(ctx context.Context, params *ProjectCreateParams, body ProjectCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectCreateResponse, error) {
+	rsp, err := c.ProjectCreate(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectCreateResponse(rsp)
+}
+
+// ProjectDeleteWithResponse Delete a project
+//
+// Owners. Deletes its tasks, runs, rooms, API keys, invites and its run-event stream; every member's sockets get project.removed (reason deleted). A personal project cannot be deleted (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{id} (the `ProjectDelete` operationId).
+func (c *ClientWithResponses) ProjectDeleteWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectDeleteResponse, error) {
+	rsp, err := c.ProjectDelete(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectDeleteResponse(rsp)
+}
+
+// ProjectGetWithResponse Get a project
+//
+// Members (viewer and up). Another project is a 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{id} (the `ProjectGet` operationId).
+func (c *ClientWithResponses) ProjectGetWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectGetResponse, error) {
+	rsp, err := c.ProjectGet(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectGetResponse(rsp)
+}
+
+// ProjectRenameWithBodyWithResponse Rename a project
+//
+// Owners.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+func (c *ClientWithResponses) ProjectRenameWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectRenameResponse, error) {
+	rsp, err := c.ProjectRenameWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectRenameResponse(rsp)
+}
+
+// ProjectRenameWithResponse Rename a project
+//
+// Owners.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/projects/{id} (the `ProjectRename` operationId).
+func (c *ClientWithResponses) ProjectRenameWithResponse(ctx context.Context, id openapi_types.UUID, body ProjectRenameJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectRenameResponse, error) {
+	rsp, err := c.ProjectRename(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectRenameResponse(rsp)
+}
+
+// ProjectInviteListWithResponse List a project's pending invites
+//
+// Admins. Never the tokens.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{id}/invites (the `ProjectInviteList` operationId).
+func (c *ClientWithResponses) ProjectInviteListWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectInviteListResponse, error) {
+	rsp, err := c.ProjectInviteList(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectInviteListResponse(rsp)
+}
+
+// ProjectInviteCreateWithBodyWithResponse Invite an address to a project
+//
+// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+func (c *ClientWithResponses) ProjectInviteCreateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectInviteCreateResponse, error) {
+	rsp, err := c.ProjectInviteCreateWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectInviteCreateResponse(rsp)
+}
+
+// ProjectInviteCreateWithResponse Invite an address to a project
+//
+// Admins. A single-use token valid 7 days, shown once (only its SHA-256 is stored). 409 for an address that is a member already or has a pending invite.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{id}/invites (the `ProjectInviteCreate` operationId).
+func (c *ClientWithResponses) ProjectInviteCreateWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectInviteCreateParams, body ProjectInviteCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectInviteCreateResponse, error) {
+	rsp, err := c.ProjectInviteCreate(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectInviteCreateResponse(rsp)
+}
+
+// ProjectInviteRevokeWithResponse Revoke a pending invite
+//
+// Admins. The token is refused from then on.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{id}/invites/{invite_id} (the `ProjectInviteRevoke` operationId).
+func (c *ClientWithResponses) ProjectInviteRevokeWithResponse(ctx context.Context, id openapi_types.UUID, inviteId openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectInviteRevokeResponse, error) {
+	rsp, err := c.ProjectInviteRevoke(ctx, id, inviteId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectInviteRevokeResponse(rsp)
+}
+
+// ProjectLeaveWithResponse Leave a project
+//
+// Any member; the last owner cannot leave (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/projects/{id}/leave (the `ProjectLeave` operationId).
+func (c *ClientWithResponses) ProjectLeaveWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectLeaveParams, reqEditors ...RequestEditorFn) (*ProjectLeaveResponse, error) {
+	rsp, err := c.ProjectLeave(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectLeaveResponse(rsp)
+}
+
+// ProjectMemberListWithResponse List a project's members
+//
+// Members (viewer and up), in the order they joined, a page at a time.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/projects/{id}/members (the `ProjectMemberList` operationId).
+func (c *ClientWithResponses) ProjectMemberListWithResponse(ctx context.Context, id openapi_types.UUID, params *ProjectMemberListParams, reqEditors ...RequestEditorFn) (*ProjectMemberListResponse, error) {
+	rsp, err := c.ProjectMemberList(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectMemberListResponse(rsp)
+}
+
+// ProjectMemberRemoveWithResponse Remove a member
+//
+// Admins (an owner only by an owner), or any member removing themselves (leaving). The last owner cannot be removed (409). Their requests in the project are refused and their sockets leave its stream (project.removed) at once on every replica.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/projects/{id}/members/{user_id} (the `ProjectMemberRemove` operationId).
+func (c *ClientWithResponses) ProjectMemberRemoveWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, reqEditors ...RequestEditorFn) (*ProjectMemberRemoveResponse, error) {
+	rsp, err := c.ProjectMemberRemove(ctx, id, userId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectMemberRemoveResponse(rsp)
+}
+
+// ProjectMemberUpdateWithBodyWithResponse Change a member's role
+//
+// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+func (c *ClientWithResponses) ProjectMemberUpdateWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProjectMemberUpdateResponse, error) {
+	rsp, err := c.ProjectMemberUpdateWithBody(ctx, id, userId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectMemberUpdateResponse(rsp)
+}
+
+// ProjectMemberUpdateWithResponse Change a member's role
+//
+// Admins; granting, changing or taking the owner role needs an owner. The last owner cannot be demoted (409).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/projects/{id}/members/{user_id} (the `ProjectMemberUpdate` operationId).
+func (c *ClientWithResponses) ProjectMemberUpdateWithResponse(ctx context.Context, id openapi_types.UUID, userId openapi_types.UUID, body ProjectMemberUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*ProjectMemberUpdateResponse, error) {
+	rsp, err := c.ProjectMemberUpdate(ctx, id, userId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProjectMemberUpdateResponse(rsp)
 }
 
 // RoomsCreateWithBodyWithResponse Create a room
@@ -10199,6 +14675,108 @@ func ParseAdminDisconnectUserResponse(rsp *http.Response) (*AdminDisconnectUserR
 	return response, nil
 }
 
+// ParseAdminPasswordResetResponse parses an HTTP response from a AdminPasswordResetWithResponse call
+func ParseAdminPasswordResetResponse(rsp *http.Response) (*AdminPasswordResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminPasswordResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResetLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AdminPasswordResetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseApiKeyListResponse parses an HTTP response from a ApiKeyListWithResponse call
 func ParseApiKeyListResponse(rsp *http.Response) (*ApiKeyListResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10473,6 +15051,53 @@ func ParseApiKeyRevokeResponse(rsp *http.Response) (*ApiKeyRevokeResponse, error
 	return response, nil
 }
 
+// ParseAuthForgotResponse parses an HTTP response from a AuthForgotWithResponse call
+func ParseAuthForgotResponse(rsp *http.Response) (*AuthForgotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthForgotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ForgotOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAuthLoginResponse parses an HTTP response from a AuthLoginWithResponse call
 func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10522,6 +15147,13 @@ func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10535,6 +15167,90 @@ func ParseAuthLoginResponse(rsp *http.Response) (*AuthLoginResponse, error) {
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuthLogoutResponse parses an HTTP response from a AuthLogoutWithResponse call
+func ParseAuthLogoutResponse(rsp *http.Response) (*AuthLogoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthLogoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AuthLogoutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -10560,6 +15276,13 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest ErrorModel
@@ -10589,6 +15312,13 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -10602,6 +15332,103 @@ func ParseAuthRegisterResponse(rsp *http.Response) (*AuthRegisterResponse, error
 			headers.SetCookie = &value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuthRegistrationResponse parses an HTTP response from a AuthRegistrationWithResponse call
+func ParseAuthRegistrationResponse(rsp *http.Response) (*AuthRegistrationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthRegistrationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RegistrationOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAuthResetResponse parses an HTTP response from a AuthResetWithResponse call
+func ParseAuthResetResponse(rsp *http.Response) (*AuthResetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthResetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	return response, nil
@@ -10885,6 +15712,108 @@ func ParseHistoryReadResponse(rsp *http.Response) (*HistoryReadResponse, error) 
 	return response, nil
 }
 
+// ParseInviteAcceptResponse parses an HTTP response from a InviteAcceptWithResponse call
+func ParseInviteAcceptResponse(rsp *http.Response) (*InviteAcceptResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InviteAcceptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InviteAcceptOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers InviteAcceptResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseMeResponse parses an HTTP response from a MeWithResponse call
 func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10932,6 +15861,209 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers MeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMePasswordChangeResponse parses an HTTP response from a MePasswordChangeWithResponse call
+func ParseMePasswordChangeResponse(rsp *http.Response) (*MePasswordChangeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MePasswordChangeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuthBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers MePasswordChangeResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers MePasswordChangeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMeSessionsRevokeResponse parses an HTTP response from a MeSessionsRevokeWithResponse call
+func ParseMeSessionsRevokeResponse(rsp *http.Response) (*MeSessionsRevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MeSessionsRevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MeSessionsRevokeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -11027,6 +16159,1200 @@ func ParsePresenceResponse(rsp *http.Response) (*PresenceResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PresenceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectListResponse parses an HTTP response from a ProjectListWithResponse call
+func ParseProjectListResponse(rsp *http.Response) (*ProjectListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProjectListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectCreateResponse parses an HTTP response from a ProjectCreateWithResponse call
+func ParseProjectCreateResponse(rsp *http.Response) (*ProjectCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectCreateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectDeleteResponse parses an HTTP response from a ProjectDeleteWithResponse call
+func ParseProjectDeleteResponse(rsp *http.Response) (*ProjectDeleteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectDeleteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectDeleteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectGetResponse parses an HTTP response from a ProjectGetWithResponse call
+func ParseProjectGetResponse(rsp *http.Response) (*ProjectGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectRenameResponse parses an HTTP response from a ProjectRenameWithResponse call
+func ParseProjectRenameResponse(rsp *http.Response) (*ProjectRenameResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectRenameResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Project
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectRenameResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectInviteListResponse parses an HTTP response from a ProjectInviteListWithResponse call
+func ParseProjectInviteListResponse(rsp *http.Response) (*ProjectInviteListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectInviteListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InviteListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectInviteListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectInviteCreateResponse parses an HTTP response from a ProjectInviteCreateWithResponse call
+func ParseProjectInviteCreateResponse(rsp *http.Response) (*ProjectInviteCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectInviteCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest InviteCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectInviteCreateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectInviteRevokeResponse parses an HTTP response from a ProjectInviteRevokeWithResponse call
+func ParseProjectInviteRevokeResponse(rsp *http.Response) (*ProjectInviteRevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectInviteRevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectInviteRevokeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectLeaveResponse parses an HTTP response from a ProjectLeaveWithResponse call
+func ParseProjectLeaveResponse(rsp *http.Response) (*ProjectLeaveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectLeaveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectLeaveResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectMemberListResponse parses an HTTP response from a ProjectMemberListWithResponse call
+func ParseProjectMemberListResponse(rsp *http.Response) (*ProjectMemberListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectMemberListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MemberListOutputBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectMemberListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectMemberRemoveResponse parses an HTTP response from a ProjectMemberRemoveWithResponse call
+func ParseProjectMemberRemoveResponse(rsp *http.Response) (*ProjectMemberRemoveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectMemberRemoveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectMemberRemoveResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseProjectMemberUpdateResponse parses an HTTP response from a ProjectMemberUpdateWithResponse call
+func ParseProjectMemberUpdateResponse(rsp *http.Response) (*ProjectMemberUpdateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProjectMemberUpdateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Member
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProjectMemberUpdateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

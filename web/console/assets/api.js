@@ -52,9 +52,9 @@ export const session = {
     return s;
   },
   // register uses the public route like any client, then signs in: the
-  // token it answers is not kept.
-  async register(email, password) {
-    await send('/v1/auth/register', 'POST', { email, password });
+  // token it answers is not kept. invite is the token an invite gave, or ''.
+  async register(email, password, invite) {
+    await send('/v1/auth/register', 'POST', invite ? { email, password, invite } : { email, password });
     return this.signIn(email, password);
   },
   async signOut() {
@@ -62,6 +62,12 @@ export const session = {
     csrf = '';
   },
 };
+
+// publicAPI calls a /v1 route that needs no account (registration policy,
+// forgotten password, reset) like any client.
+export function publicAPI(method, path, body) {
+  return send(path, method, body);
+}
 
 // capabilities reads the served OpenAPI document: the console offers what
 // this server's API has (cancel, retry, attempts, trigger input).

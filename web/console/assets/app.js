@@ -3,6 +3,7 @@ import { connectLive } from './live.js';
 import { h, field, problem, announce } from './dom.js';
 import { tasksView, taskView, onRunEvent } from './tasks.js';
 import { clusterView } from './admin.js';
+import { registration, registerPart, forgotView, resetView, accountView } from './account.js';
 
 const main = document.getElementById('main');
 const state = { user: null, caps: {}, live: null, view: null };
@@ -21,7 +22,17 @@ function onFrame(f) {
   }
 }
 
+// resetToken is the token of a reset link the page was opened with.
+function resetToken() {
+  const m = location.hash.match(/^#\/reset\?token=([A-Za-z0-9_-]+)$/);
+  return m ? m[1] : '';
+}
+
 async function start() {
+  if (resetToken()) {
+    resetView(main, resetToken(), (note) => { location.hash = '#/signin'; signInView(note); });
+    return;
+  }
   try {
     const s = await session.current();
     await signedIn(s.user);
@@ -43,13 +54,13 @@ async function signedIn(user) {
   route();
 }
 
-function signedOut() {
+function signedOut(note) {
   state.live?.close();
   state.live = null;
   state.user = null;
   document.getElementById('nav').hidden = true;
   document.getElementById('who').hidden = true;
-  signInView();
+  signInView(typeof note === 'string' ? note : '');
 }
 
 function route() {
@@ -60,6 +71,7 @@ function route() {
   let m;
   if ((m = hash.match(/^#\/tasks\/([0-9a-f-]+)$/))) state.view = taskView(ctx, m[1]);
   else if (hash === '#/cluster' && state.user.role === 'admin') state.view = clusterView(ctx);
+  else if (hash === '#/account') state.view = accountView(ctx, (note) => { location.hash = '#/signin'; signedOut(note); });
   else state.view = tasksView(ctx);
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === state.view.nav) a.setAttribute('aria-current', 'page');
@@ -68,15 +80,15 @@ function route() {
   main.focus({ preventScroll: true });
 }
 
-function signInView() {
+async function signInView(note = '') {
   const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true });
   const password = h('input', { type: 'password', name: 'password', autocomplete: 'current-password', required: true, minlength: 8 });
   const out = h('div', { class: 'result' });
-  const submit = async (mode) => {
+  const submit = async (mode, invite) => {
     out.replaceChildren();
     try {
       const s = mode === 'register'
-        ? await session.register(email.value, password.value)
+        ? await session.register(email.value, password.value, invite)
         : await session.signIn(email.value, password.value);
       announce(`Signed in as ${s.user.email}`);
       await signedIn(s.user);
@@ -84,14 +96,23 @@ function signInView() {
       out.replaceChildren(problem(err));
     }
   };
-  const form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title', onsubmit: (e) => { e.preventDefault(); submit('signin'); } },
+  // The sign-in form follows the server's registration policy: no
+  // "Create account" where registration is closed, an invite field where
+  // it needs one.
+  const policy = await registration();
+  let form;
+  const reg = registerPart(policy, (invite) => { if (form.reportValidity()) submit('register', invite); });
+  form = h('form', { class: 'card narrow', 'aria-labelledby': 'signin-title', 'data-registration': policy, onsubmit: (e) => { e.preventDefault(); submit('signin'); } },
     h('h1', { id: 'signin-title' }, 'Sign in to Switchboard'),
-    h('p', { class: 'muted' }, 'Use your Switchboard account, or create one: new accounts are users; an operator grants admin.'),
+    note ? h('p', { class: 'ok', role: 'status' }, note) : null,
+    h('p', { class: 'muted', id: 'registration-note' }, reg.note || 'Use your Switchboard account, or create one with your invite.'),
     field('Email', email),
     field('Password', password, 'At least 8 characters.'),
+    reg.fields,
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'primary', id: 'signin' }, 'Sign in'),
-      h('button', { type: 'button', id: 'register', onclick: () => { if (form.reportValidity()) submit('register'); } }, 'Create account')),
+      reg.actions,
+      h('button', { type: 'button', class: 'link', id: 'forgot', onclick: () => forgotView(main, () => signInView()) }, 'Forgot password?')),
     out);
   main.replaceChildren(form);
   email.focus();
@@ -102,5 +123,8 @@ document.getElementById('signout').addEventListener('click', async () => {
   location.hash = '#/signin';
   signedOut();
 });
-window.addEventListener('hashchange', route);
+window.addEventListener('hashchange', () => {
+  if (resetToken()) { start(); return; }
+  route();
+});
 start();

@@ -260,6 +260,13 @@ func withDatabase(rawURL, name string) (string, error) {
 		return "", fmt.Errorf("dbtest: parse url: %w", err)
 	}
 	u.Path = "/" + name
+	q := u.Query()
+	if !q.Has("connect_timeout") {
+		// A loaded machine can take more than the default 5 s to fork
+		// a backend and finish SCRAM; a test's database is local.
+		q.Set("connect_timeout", "20")
+		u.RawQuery = q.Encode()
+	}
 	return u.String(), nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/infra/pgbouncer"
+	"github.com/switchboard/switchboard/infra/testkit/pgbouncer"
 )
 
 // RequirePgBouncerEnv, when set (.ci/run sets it, as does CI), makes a

@@ -38,6 +38,8 @@ type UserRow struct {
 	ID    string
 	Email string
 	Role  string
+	// Project is the account's personal project (made with the account).
+	Project string
 }
 
 // User inserts a user and returns it, failing the test on error.
@@ -49,6 +51,9 @@ func User(t testing.TB, q db.DB, opts *UserOpts) UserRow {
 		INSERT INTO users (email, password_hash, role, disabled_at)
 		VALUES (@email, @hash, @role, CASE WHEN @disabled THEN now() END) RETURNING id::text`,
 		pgx.NamedArgs{"email": row.Email, "hash": cmp.Or(o.PasswordHash, "x"), "role": row.Role, "disabled": o.Disabled}).Scan(&row.ID)
+	if err == nil {
+		err = q.QueryRow(context.Background(), `SELECT id::text FROM projects WHERE personal_of = $1`, row.ID).Scan(&row.Project)
+	}
 	if err != nil {
 		t.Fatalf("dbtest.User: %v", err)
 	}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard/switchboard/realtime"
+)
+
+// Projects shared by a team, on three replicas of one database: the
+// owner, a developer and a viewer of one project, and an outsider.
+
+// callIn is call acting in project (X-Switchboard-Project); "" sends no
+// header.
+func callIn(t *testing.T, method, url string, body any, token, project string) (int, map[string]any) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body == nil {
+		rd = bytes.NewReader(nil)
+	} else {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if project != "" {
+		req.Header.Set("X-Switchboard-Project", project)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+func mustStatus(t *testing.T, want, got int, body map[string]any, what string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: %d %v, want %d", what, got, body, want)
+	}
+}
+
+// invite makes an invite to project on srv and accepts it as token.
+func inviteMember(t *testing.T, srv, at *testServer, owner, project, email, role, token string) {
+	t.Helper()
+	status, body := call(t, http.MethodPost, srv.URL+"/v1/projects/"+project+"/invites", map[string]string{"email": email, "role": role}, owner)
+	mustStatus(t, http.StatusCreated, status, body, "invite "+email)
+	status, body = call(t, http.MethodPost, at.URL+"/v1/invites/accept", map[string]string{"token": body["token"].(string)}, token)
+	mustStatus(t, http.StatusOK, status, body, "accept "+email)
+	if body["role"] != role {
+		t.Fatalf("accepted as %v, want %s", body["role"], role)
+	}
+}
+
+// expectProjectEvent waits for the next frame of project's stream, skipping
+// nothing: it must be event.
+func (s *sock) expectProjectEvent(t *testing.T, project, event string) realtime.Frame {
+	t.Helper()
+	f := s.expect(t, event)
+	if f.Stream != "project:"+project || f.Offset == 0 || f.Epoch == "" {
+		t.Fatalf("%s arrived as %+v, not in project:%s", event, f, project)
+	}
+	return f
+}
+
+// skipUntil reads frames until one of project's stream with event,
+// skipping the others (the run's earlier statuses), for at most 10 s.
+func (s *sock) skipUntil(t *testing.T, project, event string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-s.frames:
+			if f.Event == event && f.Stream == "project:"+project {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s of project %s within 10 s", event, project)
+		}
+	}
+}
+
+func TestProjectRolesAcrossThreeReplicas(t *testing.T) {
+	t.Parallel()
+	servers, _ := startCluster(t, 3)
+	a, b, c := servers[0], servers[1], servers[2]
+	owner, _ := registerUserAt(t, a.URL, "owner@example.com")
+	dev, devID := registerUserAt(t, b.URL, "dev@example.com")
+	viewer, _ := registerUserAt(t, c.URL, "viewer@example.com")
+	outsider, _ := registerUserAt(t, a.URL, "outsider@example.com")
+
+	status, body := call(t, http.MethodPost, a.URL+"/v1/projects", map[string]string{"name": "Team"}, owner)
+	mustStatus(t, http.StatusCreated, status, body, "create project")
+	project := body["id"].(string)
+	inviteMember(t, a, b, owner, project, "dev@example.com", "developer", dev)
+	inviteMember(t, b, c, owner, project, "viewer@example.com", "viewer", viewer)
+
+	status, body = callIn(t, http.MethodPost, a.URL+"/v1/tasks", map[string]any{
+		"name": "team task", "action": map[string]any{"type": "publish", "event": "tick"}}, owner, project)
+	mustStatus(t, http.StatusCreated, status, body, "owner creates a task")
+	task := body["id"].(string)
+	if body["project_id"] != project {
+		t.Fatalf("task made in %v, want %s", body["project_id"], project)
+	}
+
+	viewerSock := connect(t, c, viewer)
+	viewerSockB := connect(t, b, viewer)
+	devSock := connect(t, b, dev)
+
+	t.Run("the viewer reads, the developer triggers, every member receives the run", func(t *testing.T) {
+		status, body := callIn(t, http.MethodGet, b.URL+"/v1/tasks", nil, viewer, project)
+		if status != http.StatusOK || len(body["items"].([]any)) != 1 {
+			t.Fatalf("viewer lists tasks: %d %v", status, body)
+		}
+		status, body = callIn(t, http.MethodGet, c.URL+"/v1/tasks/"+task, nil, viewer, project)
+		mustStatus(t, http.StatusOK, status, body, "viewer reads the task")
+		for what, req := range map[string][3]string{
+			"trigger":    {http.MethodPost, "/v1/tasks/" + task + "/runs", ""},
+			"edit":       {http.MethodPatch, "/v1/tasks/" + task, `{"name":"renamed"}`},
+			"create key": {http.MethodPost, "/v1/api-keys", `{"name":"k"}`},
+		} {
+			var payload any
+			if req[2] != "" {
+				_ = json.Unmarshal([]byte(req[2]), &payload)
+			}
+			status, body := callIn(t, req[0], c.URL+req[1], payload, viewer, project)
+			mustStatus(t, http.StatusForbidden, status, body, "viewer's "+what)
+		}
+		status, body = callIn(t, http.MethodPost, a.URL+"/v1/tasks/"+task+"/runs", nil, dev, project)
+		if status != http.StatusCreated && status != http.StatusAccepted && status != http.StatusOK {
+			t.Fatalf("developer's trigger: %d %v", status, body)
+		}
+		run := body["id"].(string)
+		for _, s := range []*sock{viewerSock, devSock} {
+			f := s.expectProjectEvent(t, project, "task.run.queued")
+			var r struct{ ID string }
+			if json.Unmarshal(f.Payload, &r) != nil || r.ID != run {
+				t.Fatalf("run event %s, want run %s", f.Payload, run)
+			}
+		}
+		viewerSockB.expectProjectEvent(t, project, "task.run.queued")
+		for _, s := range []*sock{viewerSock, viewerSockB, devSock} {
+			s.skipUntil(t, project, "task.run.succeeded")
+		}
+		status, body = callIn(t, http.MethodGet, b.URL+"/v1/runs/"+run, nil, viewer, project)
+		mustStatus(t, http.StatusOK, status, body, "viewer reads the run")
+		status, body = callIn(t, http.MethodGet, c.URL+"/v1/history?stream=project:"+project, nil, viewer, "")
+		mustStatus(t, http.StatusOK, status, body, "viewer reads the project's history")
+	})
+
+	t.Run("the outsider gets 404 on every id", func(t *testing.T) {
+		for _, path := range []string{"/v1/tasks/" + task, "/v1/projects/" + project, "/v1/projects/" + project + "/members",
+			"/v1/history?stream=project:" + project} {
+			for _, p := range []string{project, ""} {
+				status, body := callIn(t, http.MethodGet, b.URL+path, nil, outsider, p)
+				mustStatus(t, http.StatusNotFound, status, body, "outsider GET "+path+" in "+p)
+			}
+		}
+		status, body := callIn(t, http.MethodPost, c.URL+"/v1/tasks/"+task+"/runs", nil, outsider, "")
+		mustStatus(t, http.StatusNotFound, status, body, "outsider's trigger")
+	})
+
+	t.Run("a removed developer is refused everywhere and leaves the stream at once", func(t *testing.T) {
+		removed := time.Now()
+		status, body := call(t, http.MethodDelete, a.URL+"/v1/projects/"+project+"/members/"+devID, nil, owner)
+		mustStatus(t, http.StatusNoContent, status, body, "remove the developer")
+		for i, s := range servers {
+			status, body := callIn(t, http.MethodGet, s.URL+"/v1/tasks/"+task, nil, dev, project)
+			mustStatus(t, http.StatusNotFound, status, body, "removed developer on replica "+string(rune('A'+i)))
+		}
+		select {
+		case f := <-devSock.frames:
+			var p struct{ Project, Reason string }
+			if f.Event != realtime.EventProjectRemoved || json.Unmarshal(f.Payload, &p) != nil || p.Project != project || p.Reason != "removed" {
+				t.Fatalf("got %+v, want project.removed", f)
+			}
+		case <-time.After(time.Second - time.Since(removed)):
+			t.Fatal("no project.removed within 1 s of the removal")
+		}
+		status, body = callIn(t, http.MethodPost, c.URL+"/v1/tasks/"+task+"/runs", nil, owner, project)
+		if status >= 300 {
+			t.Fatalf("owner's trigger: %d %v", status, body)
+		}
+		viewerSockB.expectProjectEvent(t, project, "task.run.queued")
+		// A marker to the developer, sent after the viewer's socket on the
+		// same replica had the run: anything of the project's stream would
+		// have reached the developer's socket before it.
+		status, body = call(t, http.MethodPost, b.URL+"/v1/events", map[string]any{"to": devID, "event": "marker"}, owner)
+		mustStatus(t, http.StatusAccepted, status, body, "marker")
+		if f := devSock.expect(t, "marker"); f.Stream == "project:"+project {
+			t.Fatalf("project event reached the removed developer: %+v", f)
+		}
+	})
+}
+
+// TestInviteAcceptedOnce: twenty accepts of one invite at once, spread
+// over three replicas, make one membership; the other nineteen are 404.
+func TestInviteAcceptedOnce(t *testing.T) {
+	t.Parallel()
+	servers, _ := startCluster(t, 3)
+	owner, _ := registerUserAt(t, servers[0].URL, "inviter@example.com")
+	guest, _ := registerUserAt(t, servers[1].URL, "guest@example.com")
+	status, body := call(t, http.MethodPost, servers[0].URL+"/v1/projects", map[string]string{"name": "Once"}, owner)
+	mustStatus(t, http.StatusCreated, status, body, "create project")
+	project := body["id"].(string)
+	status, body = call(t, http.MethodPost, servers[0].URL+"/v1/projects/"+project+"/invites", map[string]string{"email": "guest@example.com", "role": "viewer"}, owner)
+	mustStatus(t, http.StatusCreated, status, body, "invite")
+	token := body["token"].(string)
+	if !strings.HasPrefix(token, "sbi_") {
+		t.Fatalf("token %q", token)
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 20)
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i], _ = call(t, http.MethodPost, servers[i%3].URL+"/v1/invites/accept", map[string]string{"token": token}, guest)
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusOK:
+			ok++
+		case http.StatusNotFound:
+		default:
+			t.Fatalf("an accept answered %d: %v", s, statuses)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d accepts succeeded: %v", ok, statuses)
+	}
+	status, body = call(t, http.MethodGet, servers[2].URL+"/v1/projects/"+project+"/members", nil, owner)
+	if status != http.StatusOK || len(body["items"].([]any)) != 2 {
+		t.Fatalf("members: %d %v", status, body)
+	}
+}
