@@ -8,6 +8,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchboard/switchboard/infra/db"
 )
 
@@ -96,4 +98,19 @@ func readyReason(err error) string {
 		return "the database is unreachable"
 	}
 	return "not ready (the replica's log has the cause)"
+}
+
+// registerReadyGauge exports readiness as switchboard_ready, evaluated at
+// each scrape with the checks /healthz/ready runs, so alerts see a replica
+// that serves /metrics but would not take traffic.
+func registerReadyGauge(reg prometheus.Registerer, s *Server) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_ready",
+		Help: "1 when this replica is ready (GET /healthz/ready answers 200), 0 while Postgres does not answer, LISTEN is down or it drains.",
+	}, func() float64 {
+		if s.notReady(context.Background()) != "" {
+			return 0
+		}
+		return 1
+	}))
 }

@@ -187,6 +187,7 @@ func New(opts Options) *Server {
 		r.Mount(cluster.InternalPrefix, opts.Cluster.Handler())
 	}
 	registerHealth(api, s)
+	registerReadyGauge(opts.Registry, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
 		registerSessions(api, s)

@@ -896,6 +896,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a task's signing secret
+         * @description Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+         */
+        post: operations["task-rotate-secret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tasks/{id}/runs": {
         parameters: {
             query?: never;
@@ -1543,6 +1563,13 @@ export interface components {
              */
             visibility: "open" | "members";
         };
+        RotateSecretBody: {
+            /**
+             * Format: date-time
+             * @description until when the replaced secret still signs beside the new one (at most 30 days ahead); default 24 h from now; a time already past stops it at once
+             */
+            previous_expires_at?: string;
+        };
         RpcInputBody: {
             /** @description what the client should do */
             method: string;
@@ -1650,6 +1677,11 @@ export interface components {
             /** @enum {string} */
             overlap: "skip" | "allow" | "buffer_one" | "cancel_other";
             /**
+             * Format: date-time
+             * @description after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs
+             */
+            previous_secret_expires_at: string | null;
+            /**
              * Format: uuid
              * @description the project the task belongs to
              */
@@ -1658,7 +1690,7 @@ export interface components {
             run_count: number;
             /** @description null: an on-demand task, run only when triggered */
             schedule: string | null;
-            /** @description whsec_ secret that signs webhook calls; returned only on create */
+            /** @description whsec_ secret that signs webhook calls; returned only on create and on a rotation */
             signing_secret?: string;
             /**
              * Format: int64
@@ -6040,6 +6072,98 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
+    "task-rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateSecretBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

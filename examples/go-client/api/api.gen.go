@@ -1215,6 +1215,12 @@ type RoomPatchInputBody struct {
 // RoomPatchInputBodyVisibility making a room members-only evicts the non-members' sockets
 type RoomPatchInputBodyVisibility string
 
+// RotateSecretBody defines model for RotateSecretBody.
+type RotateSecretBody struct {
+	// PreviousExpiresAt until when the replaced secret still signs beside the new one (at most 30 days ahead); default 24 h from now; a time already past stops it at once
+	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
+}
+
 // RpcInputBody defines model for RpcInputBody.
 type RpcInputBody struct {
 	// Method what the client should do
@@ -1313,6 +1319,9 @@ type Task struct {
 	NextRunAt      *time.Time  `json:"next_run_at"`
 	Overlap        TaskOverlap `json:"overlap"`
 
+	// PreviousSecretExpiresAt after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+
 	// ProjectId the project the task belongs to
 	ProjectId openapi_types.UUID `json:"project_id"`
 	RunCount  int64              `json:"run_count"`
@@ -1320,7 +1329,7 @@ type Task struct {
 	// Schedule null: an on-demand task, run only when triggered
 	Schedule *string `json:"schedule"`
 
-	// SigningSecret whsec_ secret that signs webhook calls; returned only on create
+	// SigningSecret whsec_ secret that signs webhook calls; returned only on create and on a rotation
 	SigningSecret *string `json:"signing_secret,omitempty"`
 
 	// SkippedTicks ticks that produced no run: missed while no worker ran, or skipped because a run was still active
@@ -1638,6 +1647,12 @@ type TaskBackfillParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// TaskRotateSecretParams defines parameters for TaskRotateSecret.
+type TaskRotateSecretParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // TaskRunListParams defines parameters for TaskRunList.
 type TaskRunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
@@ -1724,6 +1739,9 @@ type TaskUpdateJSONRequestBody = TaskPatchBody
 
 // TaskBackfillJSONRequestBody defines body for TaskBackfill for application/json ContentType.
 type TaskBackfillJSONRequestBody = BackfillInputBody
+
+// TaskRotateSecretJSONRequestBody defines body for TaskRotateSecret for application/json ContentType.
+type TaskRotateSecretJSONRequestBody = RotateSecretBody
 
 // TaskRunCreateJSONRequestBody defines body for TaskRunCreate for application/json ContentType.
 type TaskRunCreateJSONRequestBody = TriggerBody
@@ -2488,6 +2506,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 	TaskBackfill(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRotateSecretWithBody Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRotateSecret Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecret(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TaskRunList List a task's runs, newest first
 	//
@@ -3850,6 +3886,44 @@ func (c *Client) TaskBackfillWithBody(ctx context.Context, id openapi_types.UUID
 // Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 func (c *Client) TaskBackfill(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTaskBackfillRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRotateSecretWithBody Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *Client) TaskRotateSecretWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRotateSecretRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRotateSecret Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *Client) TaskRotateSecret(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRotateSecretRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6519,6 +6593,68 @@ func NewTaskBackfillRequestWithBody(server string, id openapi_types.UUID, params
 	return req, nil
 }
 
+// NewTaskRotateSecretRequest calls the generic TaskRotateSecret builder with application/json body
+func NewTaskRotateSecretRequest(server string, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTaskRotateSecretRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewTaskRotateSecretRequestWithBody constructs an http.Request for the TaskRotateSecret method, with any body, and a specified content type
+func NewTaskRotateSecretRequestWithBody(server string, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewTaskRunListRequest constructs an http.Request for the TaskRunList method
 func NewTaskRunListRequest(server string, id openapi_types.UUID, params *TaskRunListParams) (*http.Request, error) {
 	var err error
@@ -7505,6 +7641,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 	TaskBackfillWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskBackfillResponse, error)
+
+	// TaskRotateSecretWithBodyWithResponse Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error)
+
+	// TaskRotateSecretWithResponse Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error)
 
 	// TaskRunListWithResponse List a task's runs, newest first
 	//
@@ -12237,6 +12391,99 @@ func (r TaskBackfillResponse) ContentType() string {
 	return ""
 }
 
+// TaskRotateSecretResponse429Headers the declared response headers of an HTTP 429 response for TaskRotateSecret
+type TaskRotateSecretResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type TaskRotateSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TaskRotateSecretResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TaskRotateSecretResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TaskRotateSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TaskRotateSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TaskRotateSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TaskRotateSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TaskRunListResponse429Headers the declared response headers of an HTTP 429 response for TaskRunList
 type TaskRunListResponse429Headers struct {
 	RetryAfter          *int
@@ -13715,6 +13962,36 @@ func (c *ClientWithResponses) TaskBackfillWithResponse(ctx context.Context, id o
 		return nil, err
 	}
 	return ParseTaskBackfillResponse(rsp)
+}
+
+// TaskRotateSecretWithBodyWithResponse Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *ClientWithResponses) TaskRotateSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error) {
+	rsp, err := c.TaskRotateSecretWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRotateSecretResponse(rsp)
+}
+
+// TaskRotateSecretWithResponse Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *ClientWithResponses) TaskRotateSecretWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error) {
+	rsp, err := c.TaskRotateSecret(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRotateSecretResponse(rsp)
 }
 
 // TaskRunListWithResponse List a task's runs, newest first
@@ -18836,6 +19113,108 @@ func ParseTaskBackfillResponse(rsp *http.Response) (*TaskBackfillResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers TaskBackfillResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTaskRotateSecretResponse parses an HTTP response from a TaskRotateSecretWithResponse call
+func ParseTaskRotateSecretResponse(rsp *http.Response) (*TaskRotateSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TaskRotateSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TaskRotateSecretResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -72,6 +72,7 @@ function secretPanel(task) {
   return h('section', { class: 'card notice', role: 'status', 'aria-labelledby': 'secret-title' },
     h('h2', { id: 'secret-title' }, `Signing secret of “${task.name}”`),
     h('p', {}, 'Shown once: store it now. Your endpoint verifies each call with it (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).'),
+    task.previous_secret_expires_at && h('p', {}, `Until ${when(task.previous_secret_expires_at)} calls are signed with the old secret too, so your endpoint verifies with either while you switch it over.`),
     h('div', { class: 'secret-row' }, code, copy));
 }
 
@@ -240,7 +241,9 @@ export function taskView({ main, caps }, id) {
         h('dt', {}, 'Action'), h('dd', {}, a.type === 'webhook' ? `${a.method || 'POST'} ${a.url}` : `publish ${a.event}${a.room ? ` to room ${a.room}` : ' to you'}`),
         h('dt', {}, 'Next run'), h('dd', {}, when(task.next_run_at)),
         h('dt', {}, 'Retries'), h('dd', {}, `${task.max_attempts} attempts, ${task.timeout_seconds} s each, overlap ${task.overlap}`),
-        h('dt', {}, 'Runs'), h('dd', {}, `${task.run_count} (${task.skipped_ticks} ticks skipped)`)),
+        h('dt', {}, 'Runs'), h('dd', {}, `${task.run_count} (${task.skipped_ticks} ticks skipped)`),
+        task.previous_secret_expires_at && h('dt', {}, 'Old secret'),
+        task.previous_secret_expires_at && h('dd', { class: 'old-secret' }, `still signs until ${when(task.previous_secret_expires_at)}`)),
       triggerForm(),
       h('div', { class: 'actions' },
         h('button', { type: 'button', onclick: async () => {
@@ -248,7 +251,19 @@ export function taskView({ main, caps }, id) {
           if (t) { task = t; renderTask(); }
         } }, task.active ? 'Pause' : 'Resume'),
         h('button', { type: 'button', id: 'edit-task', onclick: openEdit }, 'Edit'),
+        a.type === 'webhook' && rotate(),
         del)));
+  }
+
+  // rotate is the two-step "Rotate secret" button: the new secret is shown
+  // once; the old one keeps signing beside it for 24 h.
+  function rotate() {
+    const b = h('button', { type: 'button', onclick: async () => {
+      if (!b.dataset.confirm) { b.dataset.confirm = '1'; b.textContent = 'Confirm rotate (old secret kept 24 h)'; return; }
+      const t = await act(() => api('POST', `/v1/tasks/${id}/rotate-secret`), 'Signing secret rotated');
+      if (t) { task = { ...t, signing_secret: undefined }; renderTask(); editArea.replaceChildren(secretPanel(t)); }
+    } }, 'Rotate secret');
+    return b;
   }
 
   function openEdit() {
