@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -104,8 +106,13 @@ func TestConsoleProjectsMembersAndKeys(t *testing.T) {
 	browsertest.Eval[bool](t, second, `window.notReloaded = true`)
 	status, body = callIn(t, http.MethodPost, srv.URL+"/v1/tasks/"+taskID+"/runs", map[string]any{}, ownerToken, project)
 	mustStatus(t, http.StatusAccepted, status, body, "the owner triggers the task")
-	second.Do(t, "the owner's run arrives on the second account's page",
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-run-id="`+body["id"].(string)+`"][data-status=succeeded]`)))
+	// Bounded below the page's two minutes: a run that never comes live
+	// fails here, not at the end of the test.
+	live, cancel := context.WithTimeout(second.Ctx, 45*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(live, chromedp.WaitVisible(chromedp.CSS(`tr[data-run-id="`+body["id"].(string)+`"][data-status=succeeded]`))); err != nil {
+		t.Fatalf("the owner's run did not arrive on the second account's page: %v", err)
+	}
 	if !browsertest.Eval[bool](t, second, `window.notReloaded === true`) {
 		t.Fatal("the page reloaded")
 	}

@@ -196,7 +196,7 @@ export function taskView({ main, caps, role }, id) {
     h('table', { class: 'list runs' },
       h('thead', {}, h('tr', {}, ['Status', 'Trigger', 'Scheduled for', 'Started', 'Duration', 'HTTP', 'Attempt', 'Result', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))),
       runsBody),
-    h('p', { class: 'muted empty-runs' }, 'No runs yet: press “Run now”. Runs appear here as they happen.'));
+    h('p', { class: 'muted empty-runs' }, dev ? 'No runs yet: press “Run now”. Runs appear here as they happen.' : 'No runs yet. Runs appear here as they happen.'));
   let task = null;
   main.replaceChildren(h('p', {}, h('a', { href: '#/tasks' }, '← All tasks')), head, msg, summary, editArea, runsArea);
 
