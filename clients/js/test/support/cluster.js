@@ -175,11 +175,11 @@ class Cluster {
     Object.assign(this, { adminURL, db, dir, nodes, bin });
   }
 
-  /** POST/GET JSON on a replica; returns {status, body}. */
-  async api(node, method, route, { token, body } = {}) {
+  /** POST/GET JSON on a replica (headers: extra request headers); returns {status, body}. */
+  async api(node, method, route, { token, body, headers } = {}) {
     const res = await fetch(`${node.url}${route}`, {
       method,
-      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
