@@ -56,9 +56,13 @@ func TestConsoleProjectsMembersAndKeys(t *testing.T) {
 
 	owner := browsertest.NewPage(t, browsertest.Options{Origin: srv.URL})
 	signIn(t, owner, srv.URL, "owner@example.com", false)
-	owner.Do(t, "create a project on the members page",
+	if _, err := chromedp.Run(owner.Ctx, chromedp.PollFunction[bool](`() => document.getElementById('project')?.options.length > 0`)); err != nil {
+		t.Fatalf("the switcher never listed the personal project: %v", err)
+	}
+	owner.Do(t, "open the members page",
 		chromedp.Click(chromedp.CSS(`a[data-nav=members]`)),
-		chromedp.WaitVisible(chromedp.ID("create-project")),
+		chromedp.WaitVisible(chromedp.ID("create-project")))
+	owner.Do(t, "create a project there",
 		chromedp.SendKeys(chromedp.CSS(`input[name=project-name]`), "Platform"),
 		chromedp.Click(chromedp.ID("create-project")),
 		chromedp.WaitVisible(chromedp.ID("create-first")))
