@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # Switchboard: one static binary on a distroless, non-root base.
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t switchboard .
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) -t switchboard .
 # The image's ENTRYPOINT is the binary; its arguments pick the subcommand:
 #   serve (default CMD), migrate, admin, version.
 
@@ -16,11 +17,13 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
+# The commit, for switchboard_build_info (.git is not in the build context).
+ARG REVISION=""
 ARG TARGETOS TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/switchboard ./cmd/switchboard
+    go build -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/switchboard ./cmd/switchboard
 
 # distroless/static: no shell, no package manager; ships CA certificates (webhooks over
 # TLS) and tzdata (task timezones). :nonroot runs as uid/gid 65532.

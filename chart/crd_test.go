@@ -26,12 +26,13 @@ type customObject struct {
 
 // customKinds are the operator kinds the chart renders, validated against testdata/crds.
 var customKinds = map[string]bool{
-	"keda.sh/v1alpha1 ScaledObject":          true,
-	"keda.sh/v1alpha1 TriggerAuthentication": true,
-	"postgresql.cnpg.io/v1 Cluster":          true,
-	"postgresql.cnpg.io/v1 Pooler":           true,
-	"postgresql.cnpg.io/v1 ScheduledBackup":  true,
-	"barmancloud.cnpg.io/v1 ObjectStore":     true,
+	"keda.sh/v1alpha1 ScaledObject":           true,
+	"keda.sh/v1alpha1 TriggerAuthentication":  true,
+	"postgresql.cnpg.io/v1 Cluster":           true,
+	"postgresql.cnpg.io/v1 Pooler":            true,
+	"postgresql.cnpg.io/v1 ScheduledBackup":   true,
+	"barmancloud.cnpg.io/v1 ObjectStore":      true,
+	"monitoring.coreos.com/v1 PrometheusRule": true,
 }
 
 func decodeCustom(doc []byte, head metav1.TypeMeta) (customObject, error) {

@@ -340,6 +340,10 @@ func TestDockerfile(t *testing.T) {
 		if !slices.ContainsFunc(d.all("ARG", build.stage), func(a string) bool { return strings.HasPrefix(a, "VERSION") }) {
 			t.Error("no ARG VERSION in the build stage")
 		}
+		if !regexp.MustCompile(`-X main\.revision=\$\{?REVISION\}?`).MatchString(build.args) ||
+			!slices.ContainsFunc(d.all("ARG", build.stage), func(a string) bool { return strings.HasPrefix(a, "REVISION") }) {
+			t.Errorf("go build does not stamp main.revision from ARG REVISION (switchboard_build_info): %s", build.args)
+		}
 	})
 	t.Run("distroless non-root runtime", func(t *testing.T) {
 		t.Parallel()

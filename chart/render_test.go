@@ -298,7 +298,7 @@ ingress:
 	{"everything", []string{withDB, `
 image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 imagePullSecrets: [{name: registry}]
-serviceAccountName: switchboard
+serviceAccount: {create: false, name: switchboard}
 secret: {jwtSecret: jwt-secret-from-values, clusterSecret: cluster-secret-from-values}
 config:
   trustedProxies: 10.0.0.0/8
@@ -325,6 +325,16 @@ ingress: {enabled: true}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 service: {annotations: {example.com/lb: internal}}`}},
 	{"migrations-off", []string{withDB, `migrations: {enabled: false}`}},
+	{"service-account", []string{withDB, `serviceAccount: {name: sb, annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::123456789012:role/sb"}}`}},
+	{"network-policy", []string{withDB, `
+networkPolicy:
+  enabled: true
+  ingress: {from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]}
+  egress:
+    database: {to: [{ipBlock: {cidr: 10.20.0.0/16}}], ports: [5432, 6432]}
+    webhooks: {ports: [443]}
+    extra: [{to: [{podSelector: {matchLabels: {app: otel-collector}}}], ports: [{port: 4318}]}]`}},
+	{"network-policy-cnpg", []string{`{cnpg: {enabled: true}, networkPolicy: {enabled: true, egress: {webhooks: {enabled: false}}}}`}},
 	{"keda", []string{withDB, `worker: {keda: {enabled: true}}`}},
 	{"keda-prometheus", []string{withDB, `
 worker: {keda: {enabled: true, trigger: prometheus, minReplicaCount: 2, idleReplicaCount: null,

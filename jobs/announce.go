@@ -13,6 +13,16 @@ import (
 type OwnedRun struct {
 	Run       Run
 	ProjectID string
+	// Ended is the attempt whose recorded outcome made this change (a run
+	// worker's announcement); nil for any other.
+	Ended *EndedAttempt
+}
+
+// EndedAttempt is an attempt as its run worker recorded it: the task's
+// action type and the attempt's outcome.
+type EndedAttempt struct {
+	Action  string
+	Outcome Outcome
 }
 
 // AnnouncerOptions configure an Announcer; zero values mean defaults.
@@ -25,8 +35,11 @@ type AnnouncerOptions struct {
 	Logger *slog.Logger
 }
 
-// Announcer announces runs' status changes: it counts each one
-// (switchboard_task_runs_total) and publishes task.run.<status>
+// Announcer announces runs' status changes: it measures each one
+// (switchboard_task_runs_total; a first attempt's start in
+// switchboard_run_queue_wait_seconds and, for a tick, in
+// switchboard_task_due_lag_seconds; an ended attempt in
+// switchboard_run_duration_seconds) and publishes task.run.<status>
 // (EventName) to the stream of the run's project. Every transition a user is told of goes
 // through one: a claim's, an API call's, a worker's, a rescue's, a
 // reconcile's. A nil *Announcer announces nothing.
@@ -67,13 +80,23 @@ func (a *Announcer) Announce(ctx context.Context, runs ...OwnedRun) {
 	}
 }
 
-// count adds the runs to switchboard_task_runs_total by their status.
+// count adds the runs to switchboard_task_runs_total by their status, and
+// their starts and ended attempts to the run histograms.
 func (a *Announcer) count(runs []OwnedRun) {
-	if a.opts.Metrics == nil {
+	m := a.opts.Metrics
+	if m == nil {
 		return
 	}
+	for _, r := range runs {
+		if r.Run.Status == StatusRunning {
+			m.started(r.Run)
+		}
+		if r.Ended != nil {
+			m.attempt(r.Ended.Action, r.Ended.Outcome)
+		}
+	}
 	if len(runs) == 1 { // a worker's announcement: no map
-		a.opts.Metrics.RunStatus(runs[0].Run.Status, 1)
+		m.RunStatus(runs[0].Run.Status, 1)
 		return
 	}
 	n := map[string]int{}
@@ -81,7 +104,7 @@ func (a *Announcer) count(runs []OwnedRun) {
 		n[r.Run.Status]++
 	}
 	for status, k := range n {
-		a.opts.Metrics.RunStatus(status, k)
+		m.RunStatus(status, k)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 const (
 	// MaxBackfillTicks is the most ticks one backfill may cover.
 	MaxBackfillTicks = 1000
-	// MaxBackfillSpan is the longest range one backfill may cover.
+	// MaxBackfillSpan is the longest range one backfill may cover, and how
+	// far back from now its start may reach.
 	MaxBackfillSpan = 366 * 24 * time.Hour
 )
 
@@ -86,6 +87,8 @@ func backfillTicks(task Task, from, to, now time.Time) ([]time.Time, error) {
 		return nil, invalid("to", "to must not be in the future: backfill covers past ticks")
 	case to.Sub(from) > MaxBackfillSpan:
 		return nil, invalid("from", "a backfill covers at most 366 days")
+	case from.Before(now.Add(-MaxBackfillSpan)):
+		return nil, invalid("from", "from is more than 366 days ago: a backfill covers ticks of the last 366 days")
 	}
 	if strings.HasPrefix(strings.TrimSpace(*task.Schedule), "@every") {
 		// @every counts from whenever it is asked: its ticks have no fixed
@@ -104,6 +107,10 @@ func backfillTicks(task Task, from, to, now time.Time) ([]time.Time, error) {
 			return nil, invalid("to", "the range holds more than %d ticks; backfill it in parts", MaxBackfillTicks)
 		}
 		ticks = append(ticks, n)
+	}
+	if len(ticks) == 0 {
+		return nil, invalid("to", "the range from %s to %s holds no tick of the schedule %q (timezone %s)",
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), *task.Schedule, task.Timezone)
 	}
 	return ticks, nil
 }

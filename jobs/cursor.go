@@ -77,18 +77,38 @@ func EncodeCursor(createdAt time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + id))
 }
 
-// collectPage reads at most one more row than the page holds: if it came,
-// there is a next page, which starts after the last item kept.
+// PageBytes bounds a page of a listing in bytes as well as in items: rows
+// are taken while the page's columns (as the database sent them) hold
+// less, so a page is at most PageBytes plus one row, and next_cursor goes
+// on after the last row taken.
+const PageBytes = 1 << 20
+
+// collectPage reads rows until the page holds p.limit() items or
+// PageBytes, and one row more: if it came, there is a next page, which
+// starts after the last item kept. Rows past it are never scanned: closing
+// them discards what the database still sends.
 func collectPage[T any](p Page, rows pgx.Rows, scan func(pgx.CollectableRow) (T, error), key func(T) (time.Time, string)) ([]T, string, error) {
-	items, err := pgx.CollectRows(rows, scan)
-	if err != nil {
+	defer rows.Close()
+	var items []T
+	size := 0
+	for rows.Next() {
+		if len(items) == p.limit() || (len(items) > 0 && size >= PageBytes) {
+			rows.Close()
+			return items, EncodeCursor(key(items[len(items)-1])), rows.Err()
+		}
+		for _, v := range rows.RawValues() {
+			size += len(v)
+		}
+		item, err := scan(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, item)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, "", err
 	}
-	if len(items) <= p.limit() {
-		return nonNil(items), "", nil
-	}
-	items = items[:p.limit()]
-	return items, EncodeCursor(key(items[len(items)-1])), nil
+	return nonNil(items), "", nil
 }
 
 func nonNil[T any](s []T) []T {

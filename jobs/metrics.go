@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,21 @@ type Metrics struct {
 	skipped   *prometheus.CounterVec
 	due       prometheus.Gauge
 	oldestDue prometheus.Gauge
+	duration  *prometheus.HistogramVec
+	queueWait *prometheus.HistogramVec
+	webhook   *prometheus.HistogramVec
 }
+
+// Run attempt outcomes, the outcome label of switchboard_run_duration_seconds.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeRetried   = "retried" // failed, and another attempt follows
+)
+
+// durationBuckets span a publish (milliseconds) to a slow webhook (the
+// longest task timeout is minutes).
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // NewMetrics registers the series on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -47,15 +62,82 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchboard_tasks_oldest_due_age_seconds",
 			Help: "Age of the oldest unclaimed due tick, as last seen by this node's claim loop.",
 		}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_run_duration_seconds",
+			Help:    "Duration of a run attempt's action (webhook call or publish) by action type and outcome (succeeded, failed, retried).",
+			Buckets: durationBuckets,
+		}, []string{"action", "outcome"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_run_queue_wait_seconds",
+			Help:    "Time from a run's scheduled_for (its tick, or when it was triggered or asked to run) to its first attempt starting, by trigger.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900},
+		}, []string{"trigger"}),
+		webhook: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_webhook_duration_seconds",
+			Help:    "Duration of webhook calls by the answer's status class (2xx, 3xx, 4xx, 5xx) or error (no answer: refused, timed out, TLS).",
+			Buckets: durationBuckets,
+		}, []string{"class"}),
 	}
-	reg.MustRegister(m.runs, m.batch, m.lag, m.skipped, m.due, m.oldestDue)
+	reg.MustRegister(m.runs, m.batch, m.lag, m.skipped, m.due, m.oldestDue, m.duration, m.queueWait, m.webhook)
 	// Export every series from the start, at zero.
 	for _, s := range RunStatuses {
 		m.runs.WithLabelValues(s)
 	}
 	m.skipped.WithLabelValues("missed")
 	m.skipped.WithLabelValues("overlap")
+	for _, a := range []string{ActionWebhook, ActionPublish} {
+		for _, o := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeRetried} {
+			m.duration.WithLabelValues(a, o)
+		}
+	}
+	m.queueWait.WithLabelValues(TriggerSchedule)
+	m.queueWait.WithLabelValues(TriggerManual)
+	for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "error"} {
+		m.webhook.WithLabelValues(c)
+	}
 	return m
+}
+
+// attempt records how long one attempt's action took and how it ended;
+// an attempt interrupted by its worker stopping is not counted.
+func (m *Metrics) attempt(action string, o Outcome) {
+	if m == nil || o.Interrupted {
+		return
+	}
+	outcome := o.Status
+	if o.Status == StatusQueued {
+		outcome = OutcomeRetried
+	}
+	m.duration.WithLabelValues(action, outcome).Observe(max(o.Duration, 0).Seconds())
+}
+
+// started records how long a run waited from its scheduled_for to its
+// first attempt starting, by trigger, and a tick's also as its due lag.
+func (m *Metrics) started(r Run) {
+	if m == nil || r.Attempt != 1 || r.StartedAt == nil {
+		return
+	}
+	wait := max(r.StartedAt.Sub(r.ScheduledFor), 0).Seconds()
+	m.queueWait.WithLabelValues(r.Trigger).Observe(wait)
+	if r.Trigger == TriggerSchedule {
+		m.lag.Observe(wait)
+	}
+}
+
+// WebhookCall records one webhook call: status is the answer's HTTP
+// status, 0 when there was none (err).
+func (m *Metrics) WebhookCall(status int, d time.Duration) {
+	if m != nil {
+		m.webhook.WithLabelValues(statusClass(status)).Observe(max(d, 0).Seconds())
+	}
+}
+
+// statusClass is "2xx".."5xx", or "error" for no (or no valid) answer.
+func statusClass(status int) string {
+	if status < 200 || status > 599 {
+		return "error"
+	}
+	return fmt.Sprintf("%dxx", status/100)
 }
 
 // RunStatus counts n runs moving to status (jobs.Announcer counts every
@@ -63,13 +145,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) RunStatus(status string, n int) {
 	if m != nil && n > 0 {
 		m.runs.WithLabelValues(status).Add(float64(n))
-	}
-}
-
-// DueLag records how late a scheduled run started.
-func (m *Metrics) DueLag(d time.Duration) {
-	if m != nil {
-		m.lag.Observe(max(d, 0).Seconds())
 	}
 }
 

@@ -189,6 +189,27 @@ func queueCounts(ctx context.Context, q db.DB) (cluster.QueueCounts, error) {
 	return c, nil
 }
 
+// RunJobStates counts the River jobs of task runs by state, every state
+// (completed and cancelled ones too, until River's cleaner deletes them):
+// what a checker compares the runs with.
+func RunJobStates(ctx context.Context, q db.DB) (map[string]int, error) {
+	rows, err := q.Query(ctx, `SELECT state::text, count(*) FROM river_job WHERE kind = $1 GROUP BY 1`, runJobKind)
+	if err != nil {
+		return nil, fmt.Errorf("count run jobs: %w", err)
+	}
+	out := map[string]int{}
+	var state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		out[state] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count run jobs: %w", err)
+	}
+	return out, nil
+}
+
 // jobsRunningByNode counts running jobs by the node that fetched them last
 // (River's attempted_by holds the client id, which is the node id).
 func jobsRunningByNode(ctx context.Context, q db.DB) (map[string]int, error) {

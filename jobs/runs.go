@@ -152,6 +152,9 @@ type RunContext struct {
 	Task Task
 	// SigningSecret of the task (never part of Task's JSON after create).
 	SigningSecret string
+	// PreviousSigningSecret is the secret a rotation replaced while its
+	// overlap lasts (it signs beside SigningSecret); "" otherwise.
+	PreviousSigningSecret string
 }
 
 // ErrNoSlot is returned by StartRun when the run must wait: its task runs
@@ -236,5 +239,6 @@ func nilIfZero[T comparable](v T) *T {
 
 func taskDest(t *Task) []any {
 	return []any{&t.ID, &t.OwnerID, &t.ProjectID, &t.Name, &t.Schedule, &t.Timezone, &t.Action, &t.Active, &t.Overlap,
-		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.Priority, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt}
+		&t.MaxConcurrency, &t.MaxAttempts, &t.TimeoutSeconds, &t.Priority, &t.NextRunAt, &t.LastRunAt, &t.RunCount, &t.SkippedTicks, &t.CreatedAt, &t.UpdatedAt,
+		&t.PreviousSecretExpiresAt}
 }

@@ -231,7 +231,8 @@ func startRunsSQL(unlimited bool) string {
 			UPDATE task_runs r SET status = 'running', attempt = i.attempt, started_at = clock_timestamp(), finished_at = NULL, next_attempt_at = NULL
 			FROM input i, tasks t
 			WHERE r.id = i.run_id AND t.id = r.task_id AND r.status IN ('queued', 'running')` + only + `
-			RETURNING r.id AS run_uuid, ` + runColumns + `, t.signing_secret, ` + taskColumns + `
+			RETURNING r.id AS run_uuid, ` + runColumns + `, t.signing_secret,
+				coalesce(CASE WHEN t.previous_secret_expires_at > now() THEN t.previous_signing_secret END, ''), ` + taskColumns + `
 		),
 		` + endAttempts(`SELECT p.id, p.attempt, 'interrupted', p.started_at,
 				'the worker of this attempt stopped before recording its outcome; the run was started again', false
@@ -243,7 +244,7 @@ func startRunsSQL(unlimited bool) string {
 func startDest(rc *RunContext) []any {
 	var skip any
 	dest := append([]any{&skip}, runDest(&rc.Run)...)
-	dest = append(dest, &rc.SigningSecret)
+	dest = append(dest, &rc.SigningSecret, &rc.PreviousSigningSecret)
 	return append(dest, taskDest(&rc.Task)...)
 }
 

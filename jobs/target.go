@@ -7,10 +7,15 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"code.dny.dev/ssrf"
 )
 
 // blockedRanges are webhook destinations refused unless private targets are
 // allowed: they reach the service's own host, its network, or cloud metadata.
+// They are named here for the refusal's message; every other range of the
+// IANA special-purpose registries, and IPv6 outside global unicast, is
+// refused as well (specialPurpose).
 var blockedRanges = []struct {
 	prefix netip.Prefix
 	what   string
@@ -75,12 +80,53 @@ func CheckTargetIP(ip netip.Addr, allowPrivate bool) error {
 	if allowPrivate {
 		return nil
 	}
+	what := ""
 	for _, r := range blockedRanges {
 		if r.prefix.Contains(ip) {
-			return fmt.Errorf("%w: %s is %s (set SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true to allow)", ErrBlockedTarget, ip, r.what)
+			what = r.what
+			break
 		}
 	}
+	if what == "" {
+		what = specialPurpose(ip)
+	}
+	if what != "" {
+		return fmt.Errorf("%w: %s is %s (set SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE=true to allow)", ErrBlockedTarget, ip, what)
+	}
 	return nil
+}
+
+// specialPurpose names what ip is when the IANA special-purpose address
+// registries (IPv4 and IPv6, as code.dny.dev/ssrf encodes them) list it, or
+// when an IPv6 address is outside global unicast (2000::/3); "" when it is
+// neither. An IPv6 address that carries an IPv4 one (NAT64, SIIT, 6to4,
+// IPv4-compatible) was judged as that address already.
+func specialPurpose(ip netip.Addr) string {
+	if ip.Is4() {
+		if containedIn(ssrf.IPv4DeniedPrefixes, ip) {
+			return "an IANA special-purpose address"
+		}
+		return ""
+	}
+	if _, translated := embeddedIPv4(ip); translated {
+		return ""
+	}
+	switch {
+	case !ssrf.IPv6GlobalUnicast.Contains(ip):
+		return "not a global unicast address"
+	case containedIn(ssrf.IPv6DeniedPrefixes, ip):
+		return "an IANA special-purpose address"
+	}
+	return ""
+}
+
+func containedIn(prefixes []netip.Prefix, ip netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // embeddedIPv4 returns the IPv4 address inside a NAT64 (64:ff9b::/96), SIIT

@@ -61,26 +61,28 @@ type Action struct {
 
 // Task is a user's job, scheduled or on demand, as the API shows it.
 type Task struct {
-	ID             string     `json:"id" format:"uuid"`
-	OwnerID        string     `json:"-"`
-	ProjectID      string     `json:"project_id" format:"uuid" doc:"the project the task belongs to"`
-	Name           string     `json:"name"`
-	Schedule       *string    `json:"schedule" nullable:"true" doc:"null: an on-demand task, run only when triggered"`
-	Timezone       string     `json:"timezone"`
-	Action         Action     `json:"action"`
-	Active         bool       `json:"active"`
-	Overlap        string     `json:"overlap" enum:"skip,allow,buffer_one,cancel_other"`
-	MaxConcurrency *int       `json:"max_concurrency" doc:"with overlap allow: at most this many runs running at once, across all workers; null: no limit"`
-	MaxAttempts    int        `json:"max_attempts"`
-	TimeoutSeconds int        `json:"timeout_seconds"`
-	Priority       int        `json:"priority" minimum:"1" maximum:"4" doc:"its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first"`
-	SigningSecret  string     `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create"`
-	NextRunAt      *time.Time `json:"next_run_at"`
-	LastRunAt      *time.Time `json:"last_run_at"`
-	RunCount       int64      `json:"run_count"`
-	SkippedTicks   int64      `json:"skipped_ticks" doc:"ticks that produced no run: missed while no worker ran, or skipped because a run was still active"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	ID             string  `json:"id" format:"uuid"`
+	OwnerID        string  `json:"-"`
+	ProjectID      string  `json:"project_id" format:"uuid" doc:"the project the task belongs to"`
+	Name           string  `json:"name"`
+	Schedule       *string `json:"schedule" nullable:"true" doc:"null: an on-demand task, run only when triggered"`
+	Timezone       string  `json:"timezone"`
+	Action         Action  `json:"action"`
+	Active         bool    `json:"active"`
+	Overlap        string  `json:"overlap" enum:"skip,allow,buffer_one,cancel_other"`
+	MaxConcurrency *int    `json:"max_concurrency" doc:"with overlap allow: at most this many runs running at once, across all workers; null: no limit"`
+	MaxAttempts    int     `json:"max_attempts"`
+	TimeoutSeconds int     `json:"timeout_seconds"`
+	Priority       int     `json:"priority" minimum:"1" maximum:"4" doc:"its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first"`
+	SigningSecret  string  `json:"signing_secret,omitempty" doc:"whsec_ secret that signs webhook calls; returned only on create and on a rotation"`
+	// PreviousSecretExpiresAt is the end of a rotation's overlap.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at" doc:"after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs"`
+	NextRunAt               *time.Time `json:"next_run_at"`
+	LastRunAt               *time.Time `json:"last_run_at"`
+	RunCount                int64      `json:"run_count"`
+	SkippedTicks            int64      `json:"skipped_ticks" doc:"ticks that produced no run: missed while no worker ran, or skipped because a run was still active"`
+	CreatedAt               time.Time  `json:"created_at"`
+	UpdatedAt               time.Time  `json:"updated_at"`
 }
 
 // ValidationError is bad task input; its message says which field and why.

@@ -15,7 +15,8 @@ import (
 )
 
 const taskColumns = `t.id::text, t.owner_id::text, t.project_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
-	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.priority, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at`
+	t.max_concurrency, t.max_attempts, t.timeout_seconds, t.priority, t.next_run_at, t.last_run_at, t.run_count, t.skipped_ticks, t.created_at, t.updated_at,
+	CASE WHEN t.previous_secret_expires_at > now() THEN t.previous_secret_expires_at END`
 
 func scanTask(row pgx.Row, t *Task) error { return row.Scan(taskDest(t)...) }
 

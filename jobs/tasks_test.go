@@ -140,6 +140,19 @@ func TestCheckTargetIP(t *testing.T) {
 		{"::ffff:0:7f00:1", true, false},     // SIIT of 127.0.0.1
 		{"::ffff:0:a9fe:a9fe", true, true},   // SIIT of 169.254.169.254
 		{"::ffff:0:5db8:d822", false, false}, // SIIT of 93.184.216.34
+		// IANA IPv6 special-purpose ranges and space outside global unicast
+		{"fec0::1", true, false},            // site-local (deprecated, RFC 3879)
+		{"3fff::1", true, false},            // documentation (RFC 9637)
+		{"2001::1", true, false},            // Teredo, IETF protocol assignments
+		{"2001:2::1", true, false},          // benchmarking
+		{"2001:20::1", true, false},         // ORCHIDv2
+		{"100::1", true, false},             // discard-only
+		{"5f00::1", true, false},            // SRv6 SIDs
+		{"4000::1", true, false},            // not global unicast
+		{"2620:4f:8000::1", true, false},    // AS112
+		{"192.88.99.1", true, false},        // 6to4 relay anycast (deprecated)
+		{"192.31.196.1", true, false},       // AS112-v4
+		{"2002:5db8:d822::1", false, false}, // 6to4 of 93.184.216.34: judged as it
 	} {
 		ip := netip.MustParseAddr(tc.ip)
 		if err := CheckTargetIP(ip, false); (err != nil) != tc.blocked || (err != nil && !errors.Is(err, ErrBlockedTarget)) {

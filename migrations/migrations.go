@@ -55,7 +55,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		return fmt.Errorf("migrate river: %w", err)
 	}
 	for _, v := range res.Versions {
-		logger.Info("applied river migration", "version", v.Version, "name", v.Name)
+		logger.Debug("applied river migration", "version", v.Version, "name", v.Name)
 	}
 
 	db := stdlib.OpenDBFromPool(pool)
@@ -69,7 +69,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, r := range results {
-		logger.Info("applied migration", "version", r.Source.Version, "file", r.Source.Path, "duration_ms", r.Duration.Milliseconds())
+		logger.Debug("applied migration", "version", r.Source.Version, "file", r.Source.Path, "duration_ms", r.Duration.Milliseconds())
+	}
+	if len(res.Versions)+len(results) > 0 {
+		logger.Info("migrations applied", "river", len(res.Versions), "switchboard", len(results))
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func TestPublishWaitsForTheAppendOnceQueued(t *testing.T) {
 	if err := <-res; err != nil {
 		t.Fatalf("publish = %v, but the event is stored", err)
 	}
-	h, err := stream.Read(context.Background(), n.pool, stream.UserStream(user), 0, 0)
+	h, err := stream.Read(context.Background(), n.pool, stream.UserStream(user), 0, stream.Limit{})
 	if err != nil || len(h.Events) != 1 {
 		t.Fatalf("stored %d events (%v), want 1", len(h.Events), err)
 	}

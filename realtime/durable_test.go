@@ -136,7 +136,7 @@ func TestResume(t *testing.T) {
 // r0 is a stream's current epoch.
 func r0(t *testing.T, n *node, name string) string {
 	t.Helper()
-	h, err := stream.Read(context.Background(), n.pool, name, 0, 1)
+	h, err := stream.Read(context.Background(), n.pool, name, 0, stream.Limit{Events: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +231,16 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 // at its own pace: its queue stays within SendQueueBytes because stored
 // events that do not fit are read from the store later, and it is not
 // closed.
+// slowReaderHub is a hub with a small send queue for the slow-reader
+// tests, whose writes wait minutes for the reader: the publishing loop runs
+// before the test reads, and on a loaded machine it took longer than the
+// default 10 s, after which a write stuck on the full buffers cut the
+// socket (1006) — a reader gone, not the slow one under test.
+var slowReaderHub = HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4, WriteWait: 3 * time.Minute}
+
 func TestSlowReaderLosesNothing(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
+	n := startNode(t, dbtest.NewDatabaseURL(t), slowReaderHub)
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
@@ -277,7 +284,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 // event: the client resumes from the last offset it read.
 func TestSlowConsumerResumesWithNothingLost(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, dbtest.NewDatabaseURL(t), HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4})
+	n := startNode(t, dbtest.NewDatabaseURL(t), slowReaderHub)
 	user := uuid.NewString()
 	name := stream.UserStream(user)
 	conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)

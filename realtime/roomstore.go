@@ -37,7 +37,11 @@ type RoomMember struct {
 
 // Errors of the room store.
 var (
-	ErrRoomExists  = errors.New("a room with this name exists")
+	ErrRoomExists = errors.New("a room with this name exists")
+	// ErrRoomInUse: the name is an ad-hoc room people use (events retained
+	// in its stream, or others present in it); it cannot be created over
+	// them.
+	ErrRoomInUse   = errors.New("the name is an ad-hoc room in use")
 	ErrNoRoom      = errors.New("no room has this name")
 	ErrNoUser      = errors.New("no account has this id")
 	ErrOwnerMember = errors.New("the owner is always a member of the room")
@@ -63,12 +67,26 @@ func scanRoom(row pgx.Row) (Room, error) {
 	return r, db.Translate(err)
 }
 
+// adHocInUseSQL tells whether an ad-hoc room is in use: its stream
+// retains an event (anyone's, any age within retention), or someone other
+// than $2 is present in it.
+const adHocInUseSQL = `
+SELECT EXISTS (SELECT 1 FROM stream_heads h WHERE h.stream = $3 AND h.oldest_offset <= h.last_offset)
+    OR EXISTS (SELECT 1 FROM presence p WHERE p.room = $1 AND p.user_id <> $2::uuid)`
+
 // Create makes room name owned by owner (its first member) in project
-// ("": the owner's personal project). A members-only room made over an
-// ad-hoc room evicts the sockets of everyone else in it.
+// ("": the owner's personal project). It is refused with ErrRoomInUse
+// over an ad-hoc room in use (adHocInUseSQL), so a created room never
+// takes over others' history or presence, and its deletion erases only
+// what was written after it existed. A members-only room made over an
+// unused name evicts any socket still in it.
 func (s Rooms) Create(ctx context.Context, name, owner, visibility, project string) (Room, error) {
 	var r Room
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var inUse bool
+		if err := tx.QueryRow(ctx, adHocInUseSQL, name, owner, stream.RoomStream(name)).Scan(&inUse); err != nil {
+			return err
+		}
 		var err error
 		r, err = scanRoom(tx.QueryRow(ctx, `
 			INSERT INTO rooms (name, owner_id, visibility, project_id) VALUES ($1, $2, $3, nullif($4, '')::uuid)
@@ -79,6 +97,9 @@ func (s Rooms) Create(ctx context.Context, name, owner, visibility, project stri
 		}
 		if err != nil {
 			return err
+		}
+		if inUse {
+			return ErrRoomInUse // rolled back
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO room_members (room, user_id) VALUES ($1, $2)`, name, owner); err != nil {
 			return err
@@ -282,7 +303,7 @@ func (s Rooms) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // otherwise.
 func wrapRoom(action string, err error) error {
 	switch {
-	case err == nil, errors.Is(err, ErrRoomExists), errors.Is(err, ErrNoRoom), errors.Is(err, ErrNoUser), errors.Is(err, ErrOwnerMember):
+	case err == nil, errors.Is(err, ErrRoomExists), errors.Is(err, ErrRoomInUse), errors.Is(err, ErrNoRoom), errors.Is(err, ErrNoUser), errors.Is(err, ErrOwnerMember):
 		return err
 	}
 	return fmt.Errorf("%s: %w", action, db.Translate(err))

@@ -16,6 +16,11 @@ import (
 // GET /v1/history pages through it.
 type Streams struct {
 	DB db.DB
+	// ReadBytes is the byte budget of one read (a history page, one read
+	// of the hub's catch-up, shared by the streams it reads);
+	// stream.DefaultReadBytes when zero. A read always brings at least one
+	// event, so at most ReadBytes plus one event.
+	ReadBytes int
 }
 
 // Append stores a batch in one round trip (stream.Append).
@@ -29,9 +34,10 @@ func (s Streams) AppendStored(ctx context.Context, evs []stream.Event) ([]stream
 	return stream.AppendStored(ctx, s.DB, evs)
 }
 
-// ReadMany reads many streams after their cursors in one query.
+// ReadMany reads many streams after their cursors in one query, at most
+// limit events of each and ReadBytes in all.
 func (s Streams) ReadMany(ctx context.Context, cursors []stream.Cursor, limit int) ([]stream.History, error) {
-	return stream.ReadMany(ctx, s.DB, cursors, limit)
+	return stream.ReadMany(ctx, s.DB, cursors, stream.Limit{Events: limit, Bytes: s.ReadBytes})
 }
 
 // History is one page of a stream as clients see it: stored frames, exactly
@@ -42,22 +48,28 @@ type History struct {
 	Events []json.RawMessage
 	Oldest int64 // first retained offset (Last + 1 when none is)
 	Last   int64
+	// Next is the position to read on from (the last event's offset, or
+	// since moved up to the oldest retained); More: events after it remain.
+	Next int64
+	More bool
 	// Recovered: the events after since of epoch are all retained (with an
 	// empty epoch the stream's current one is assumed).
 	Recovered bool
 }
 
-// History reads stream after offset since, at most limit events.
+// History reads stream after offset since, at most limit events and
+// ReadBytes.
 func (s Streams) History(ctx context.Context, name, epoch string, since int64, limit int) (History, error) {
-	h, err := stream.Read(ctx, s.DB, name, since, limit)
+	h, err := stream.Read(ctx, s.DB, name, since, stream.Limit{Events: limit, Bytes: s.ReadBytes})
 	if err != nil {
 		return History{}, err
 	}
 	if epoch == "" {
 		epoch = h.Epoch
 	}
-	out := History{Stream: name, Epoch: h.Epoch, Oldest: h.Oldest, Last: h.Last, Recovered: h.Recovered(epoch, since),
-		Events: make([]json.RawMessage, len(h.Events))}
+	out := History{Stream: name, Epoch: h.Epoch, Oldest: h.Oldest, Last: h.Last, Next: h.Next(), More: h.More(),
+		Recovered: h.Recovered(epoch, since),
+		Events:    make([]json.RawMessage, len(h.Events))}
 	for i, ev := range h.Events {
 		out.Events[i] = storedFrame(ev)
 	}

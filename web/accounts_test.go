@@ -311,7 +311,9 @@ func TestRiverUIReadsTheRoleEveryRequest(t *testing.T) {
 func TestRequestLogHasTheClientAddress(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	s := New(Options{Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	// Requests are logged at debug.
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := New(Options{Pool: dbtest.NewPool(t), Registry: prometheus.NewRegistry(), Logger: logger})
 	req := httptest.NewRequest(http.MethodGet, "/healthz/live", nil)
 	req.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:4000"
 	s.ServeHTTP(httptest.NewRecorder(), req)

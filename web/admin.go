@@ -60,9 +60,10 @@ func registerAdmin(api huma.API, s *Server) {
 	}, s.adminGetUser)
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-update-user", Method: http.MethodPatch, Path: "/v1/admin/users/{id}",
-		Summary:     "Grant or revoke the admin role, disable or enable an account",
-		Description: "Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).",
-		Tags:        []string{"Admin"}, Security: bearer,
+		Summary: "Grant or revoke the admin role, disable or enable an account",
+		Description: "Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). " +
+			"Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).",
+		Tags: []string{"Admin"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity},
 	}, s.adminUpdateUser)
 }
@@ -118,7 +119,21 @@ func (s *Server) adminGetUser(ctx context.Context, in *adminUserInput) (*adminUs
 	return &adminUserOutput{Body: userOut(u)}, nil
 }
 
+// requirePerson refuses an API key on the routes that change who holds an
+// account or its powers (a role, disabling, a password reset link): a
+// leaked key can use the operator routes until it is revoked, but cannot
+// leave an admin or a taken-over account behind.
+func requirePerson(ctx context.Context, what string) error {
+	if principal(ctx).KeyID != "" {
+		return huma.Error403Forbidden(what + " needs a signed-in admin, not an API key: sign in (POST /v1/auth/login) and use that token")
+	}
+	return nil
+}
+
 func (s *Server) adminUpdateUser(ctx context.Context, in *adminPatchInput) (*adminUserOutput, error) {
+	if err := requirePerson(ctx, "changing an account's role or disabling it"); err != nil {
+		return nil, err
+	}
 	c := accounts.UserChange{Role: in.Body.Role, Disabled: in.Body.Disabled}
 	if c.Disabled != nil && *c.Disabled && in.ID == principal(ctx).UserID {
 		return nil, huma.Error409Conflict("you cannot disable your own account")

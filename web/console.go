@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -65,11 +66,25 @@ func (s *Server) mountConsole() {
 func consoleHeaders(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
-		"connect-src 'self' ws://"+r.Host+" wss://"+r.Host+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		"connect-src 'self'"+socketSources(r.Host)+"; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
+}
+
+// plainHost is a Host header that is only a name or an address and a
+// port: nothing that could end a CSP directive or add a source.
+var plainHost = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$`)
+
+// socketSources are the WebSocket sources of the console's connect-src:
+// this host's ws: and wss: (browsers that do not count them as 'self'
+// need them), or none when the Host header is not a plain host[:port].
+func socketSources(host string) string {
+	if !plainHost.MatchString(host) {
+		return ""
+	}
+	return " ws://" + host + " wss://" + host
 }
 
 // csrfToken is bound to the session: an HMAC of its token under a key
@@ -185,7 +200,7 @@ func (s *Server) consoleSignIn(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, he.GetStatus(), he.Error())
 		return
 	case err != nil:
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx))
+		writeInternal(w, r, err)
 		return
 	}
 	tok, exp, err := s.tokens.issue(u.ID, u.Role, u.TokenGeneration, time.Now())
@@ -234,7 +249,7 @@ func (s *Server) consoleSession(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// Not the account's fault: an outage must not sign people out.
 		s.opts.Logger.ErrorContext(r.Context(), "console session: read the account", "error", err)
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+		writeInternal(w, r, err)
 		return
 	}
 	exp, _ := s.tokens.expiry(c.Value)
@@ -253,7 +268,7 @@ func (s *Server) consoleSignOut(w http.ResponseWriter, r *http.Request) {
 	if p, err := s.tokens.verify(session); err == nil {
 		if err := accounts.EndSession(r.Context(), s.opts.Pool, p.Session, p.TokenExpires); err != nil && !errors.Is(err, accounts.ErrUserNotFound) {
 			s.opts.Logger.ErrorContext(r.Context(), "console sign-out: end the session", "error", err)
-			writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+			writeInternal(w, r, err)
 			return
 		}
 	}

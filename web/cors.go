@@ -14,7 +14,7 @@ import (
 // origin listed no cross-origin call is allowed. Preflights answer 204
 // whether or not the origin is allowed: the browser reads the refusal from
 // the missing headers. The River UI, the internal routes and /metrics never
-// answer cross-origin calls.
+// answer cross-origin calls, nor do the console and the docs page.
 
 var (
 	corsMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}
@@ -71,9 +71,16 @@ func corsHandler(origins []string) func(http.Handler) http.Handler {
 	}
 }
 
-// corsPath reports whether cross-origin calls may reach a path.
+// corsPath reports whether cross-origin calls may reach a path: not the
+// console (its session is a cookie, for this origin's pages only) nor the
+// docs page, River UI, internal routes or /metrics.
 func corsPath(path string) bool {
-	return !strings.HasPrefix(path, riverUIPath) && !strings.HasPrefix(path, "/internal/") && path != "/metrics"
+	for _, p := range []string{riverUIPath, "/internal/", consolePath, docsPath} {
+		if strings.HasPrefix(path, p) {
+			return false
+		}
+	}
+	return path != "/metrics"
 }
 
 // normalOrigin is an origin as compared: lower-cased, no trailing slash.

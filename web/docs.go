@@ -1,6 +1,8 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/swaggest/swgui"
 	"github.com/swaggest/swgui/v5emb"
 )
@@ -16,12 +18,27 @@ func (s *Server) mountDocs() {
 		SwaggerJSON: "/openapi.json",
 		BasePath:    docsPath + "/",
 		SettingsUI: map[string]string{
-			// Keep the bearer token across reloads of the page.
-			"persistAuthorization": "true",
+			// The bearer token is forgotten with the page, never kept in
+			// localStorage where any script of this origin could read it.
+			"persistAuthorization": "false",
 			// No "validator" badge: it would call validator.swagger.io.
 			"validatorUrl": "null",
 		},
 	})
-	s.router.Get(docsPath, h.ServeHTTP)
-	s.router.Get(docsPath+"/*", h.ServeHTTP)
+	page := docsHeaders(h)
+	s.router.Get(docsPath, page)
+	s.router.Get(docsPath+"/*", page)
+}
+
+// docsHeaders: no other site may frame the docs page (it takes a bearer
+// token and sends requests with it).
+func docsHeaders(next http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	}
 }

@@ -2,11 +2,15 @@ package web
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard/switchboard/infra/db"
 )
 
 // ReadyCheck is one condition of readiness (Postgres answers, the node is
@@ -76,8 +80,37 @@ func (s *Server) notReady(ctx context.Context) string {
 	defer cancel()
 	for _, c := range s.checks {
 		if err := c.Check(ctx); err != nil {
-			return fmt.Sprintf("%s: %v", c.Name, err)
+			s.opts.Logger.WarnContext(ctx, "not ready", "check", c.Name, "error", err)
+			return c.Name + ": " + readyReason(err)
 		}
 	}
 	return ""
+}
+
+// readyReason says why a check failed without the error's text, which may
+// name the database's user, host and port (readiness answers anyone); the
+// error itself is logged.
+func readyReason(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer within 2 s"
+	case db.Transient(err):
+		return "the database is unreachable"
+	}
+	return "not ready (the replica's log has the cause)"
+}
+
+// registerReadyGauge exports readiness as switchboard_ready, evaluated at
+// each scrape with the checks /healthz/ready runs, so alerts see a replica
+// that serves /metrics but would not take traffic.
+func registerReadyGauge(reg prometheus.Registerer, s *Server) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_ready",
+		Help: "1 when this replica is ready (GET /healthz/ready answers 200), 0 while Postgres does not answer, LISTEN is down or it drains.",
+	}, func() float64 {
+		if s.notReady(context.Background()) != "" {
+			return 0
+		}
+		return 1
+	}))
 }

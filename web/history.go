@@ -25,7 +25,7 @@ type historyInput struct {
 	Stream string `query:"stream" required:"true" minLength:"6" maxLength:"256" doc:"user:<your user id> or room:<room name>"`
 	Since  int64  `query:"since" minimum:"0" doc:"the last offset you have: events after it are returned (0: from the oldest retained)"`
 	Epoch  string `query:"epoch" maxLength:"64" doc:"the epoch of since; when it is not the stream's, recovered is false"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"at most this many events"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more)"`
 }
 
 type historyBody struct {
@@ -33,7 +33,9 @@ type historyBody struct {
 	Epoch  string            `json:"epoch" doc:"the stream's current epoch; empty when nothing was ever stored"`
 	Events []json.RawMessage `json:"events" doc:"stored frames in offset order, exactly as a WebSocket receives them"`
 	Oldest int64             `json:"oldest_offset" doc:"the first retained offset (last_offset + 1 when none is)"`
-	Last   int64             `json:"last_offset" doc:"the stream's latest offset; read on from the last event's offset while it is below"`
+	Last   int64             `json:"last_offset" doc:"the stream's latest offset"`
+	Next   int64             `json:"next_offset" doc:"where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)"`
+	More   bool              `json:"more" doc:"true when events after next_offset remain: the page stopped at limit or at the byte budget"`
 	// Recovered: nothing after since is missing from retained history.
 	Recovered bool `json:"recovered" doc:"false when since is older than retained history, beyond the stream's head, or of another epoch: refetch your state"`
 }
@@ -47,7 +49,9 @@ func registerHistory(api huma.API, s *Server) {
 		OperationID: "history-read", Method: http.MethodGet, Path: "/v1/history",
 		Summary: "Read a stream's stored events",
 		Description: "The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, " +
-			"as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.",
+			"as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. " +
+			"A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): " +
+			"while `more` is true, read on with `since` = `next_offset`.",
 		Tags: []string{"Realtime"}, Security: bearer,
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.readHistory)
@@ -66,7 +70,7 @@ func (s *Server) readHistory(ctx context.Context, in *historyInput) (*historyOut
 		return nil, s.fail(ctx, err, "", "")
 	}
 	return &historyOutput{Body: historyBody{Stream: h.Stream, Epoch: h.Epoch, Events: h.Events,
-		Oldest: h.Oldest, Last: h.Last, Recovered: h.Recovered}}, nil
+		Oldest: h.Oldest, Last: h.Last, Next: h.Next, More: h.More, Recovered: h.Recovered}}, nil
 }
 
 // projectHistoryStream checks that the caller may read the project's

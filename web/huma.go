@@ -43,6 +43,9 @@ func (s *Server) fail(ctx context.Context, err error, notFound, conflict string)
 		return huma.Error422UnprocessableEntity(err.Error())
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
+	case databaseUnavailable(err): // unavailable.go
+		s.opts.Logger.WarnContext(ctx, "request failed: the database is unavailable", "error", err)
+		return unavailableError()
 	}
 	s.opts.Logger.ErrorContext(ctx, "request failed", "error", err)
 	return huma.Error500InternalServerError("internal error")

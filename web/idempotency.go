@@ -25,8 +25,12 @@ import (
 )
 
 // Idempotency-Key on authenticated POSTs: the first answer to a key, per
-// caller (the user, whether by token or API key), is kept for 24 h and
-// replayed to every later request with the same key, on any replica. A
+// credential (the account's signed-in sessions share one; each API key is
+// its own), is kept for 24 h and replayed to every later request of that
+// credential with the same key, on any replica. Another credential of the
+// account using the same key does not see that answer: its request runs
+// with its own rights. A replay comes after authentication and the route's
+// checks of the current credential (this middleware runs last). A
 // second request while the first is in flight waits for its answer (up to
 // idempotencyWait, then 409); the same key on a different request (method,
 // path or body, byte for byte) is a 422. Only 2xx answers are kept: any
@@ -118,8 +122,18 @@ func (s *Server) idempotent(ctx huma.Context, next func(huma.Context)) {
 		}
 		rc.body = bytes.NewReader(body)
 	}
-	req := idemRequest{userID: p.UserID, key: key, keyHash: sha256Of(key), fingerprint: fingerprintOf(ctx, body)}
+	req := idemRequest{userID: p.UserID, key: credentialKey(p, key), fingerprint: fingerprintOf(ctx, body)}
+	req.keyHash = sha256Of(req.key)
 	s.runIdempotent(rc, next, req)
+}
+
+// credentialKey is the client's key as stored: scoped to the API key that
+// sent it, or as it is for the account's signed-in sessions.
+func credentialKey(p Principal, key string) string {
+	if p.KeyID == "" {
+		return key
+	}
+	return "api-key " + p.KeyID + "\x00" + key
 }
 
 // runIdempotent claims the key and runs the request, or replays, refuses or
@@ -131,7 +145,8 @@ func (s *Server) runIdempotent(rc *recordingContext, next func(huma.Context), re
 		claim, found, err := s.claimKey(ctx, req)
 		switch {
 		case err != nil:
-			_ = huma.WriteErr(s.api, rc.humaContext, http.StatusInternalServerError, s.idemFailure(ctx, err))
+			s.idemFailure(ctx, err)
+			s.writeHumaInternal(rc.humaContext, err)
 			return
 		case claim != "":
 			s.runAndKeep(rc, next, req, claim)
@@ -252,11 +267,11 @@ func (s *Server) claimKey(ctx context.Context, req idemRequest) (claim string, f
 	return claim, found, err
 }
 
-func (s *Server) idemFailure(ctx context.Context, err error) string {
+// idemFailure logs an unexpected error of the idempotency store.
+func (s *Server) idemFailure(ctx context.Context, err error) {
 	if !errors.Is(err, context.Canceled) {
 		s.opts.Logger.ErrorContext(ctx, "idempotency key", "error", err)
 	}
-	return "internal error; the request id is " + requestIDFrom(ctx)
 }
 
 // parseIdempotencyKey accepts 1-255 visible ASCII characters, bare or as a

@@ -125,14 +125,15 @@ func routePattern(r *http.Request) string {
 	return "unmatched"
 }
 
-// requestLogger writes one structured line per request.
+// requestLogger writes one structured line per request: at debug, a 503 at
+// warn, another 5xx at error.
 func requestLogger(logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := recorderOf(w)
 			next.ServeHTTP(rec, r)
-			level := slog.LevelInfo
+			level := slog.LevelDebug
 			switch {
 			case rec.code() == http.StatusServiceUnavailable:
 				// Readiness during drain or a database outage: expected,

@@ -73,6 +73,10 @@ var operationExamples = map[string][]example{
 		{status: 200, value: exTask},
 	},
 	"task-delete": {{status: 404, value: `{"title":"Not Found","status":404,"detail":"no such task"}`}},
+	"task-rotate-secret": {
+		{value: `{"previous_expires_at":"2026-12-02T09:00:00Z"}`},
+		{status: 200, value: exTaskRotated},
+	},
 
 	"task-run-create": {
 		{value: `{"payload":{"invoice":"INV-2041"},"idempotency_key":"invoice-INV-2041"}`},
@@ -112,7 +116,7 @@ var operationExamples = map[string][]example{
 	},
 	"history-read": {
 		{param: "stream", value: `"room:reports"`},
-		{status: 200, value: `{"stream":"room:reports","epoch":"e1","events":[{"event":"report.ready","room":"reports","offset":42,"epoch":"e1"}],"oldest_offset":1,"last_offset":42,"recovered":true}`},
+		{status: 200, value: `{"stream":"room:reports","epoch":"e1","events":[{"event":"report.ready","room":"reports","offset":42,"epoch":"e1"}],"oldest_offset":1,"last_offset":42,"next_offset":42,"more":false,"recovered":true}`},
 	},
 	"presence": {{status: 200, value: `{"room":"reports","users":[{"user_id":"6b0e2a4c-1d3f-4a5b-8c7d-9e0f1a2b3c4d","connections":2}],` +
 		`"degraded":false,"unavailable_nodes":[]}`}},
@@ -163,9 +167,12 @@ const (
 		`"action":{"type":"webhook","url":"https://example.com/hooks/report","method":"POST","body":{"report":"daily"}},` +
 		`"active":true,"overlap":"skip","max_concurrency":null,"max_attempts":3,"timeout_seconds":30,"priority":1,` +
 		`"next_run_at":"2026-12-02T02:00:00Z","last_run_at":"2026-12-01T02:00:00Z","run_count":14,"skipped_ticks":0,` +
-		`"created_at":"2026-11-17T08:30:00Z","updated_at":"2026-11-17T08:30:00Z"`
-	exTask           = `{` + exTaskFields + `}`
-	exTaskWithSecret = `{` + exTaskFields + `,"signing_secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`
+		`"created_at":"2026-11-17T08:30:00Z"`
+	exTask           = `{` + exTaskFields + `,"updated_at":"2026-11-17T08:30:00Z","previous_secret_expires_at":null}`
+	exTaskWithSecret = `{` + exTaskFields + `,"updated_at":"2026-11-17T08:30:00Z","previous_secret_expires_at":null,` +
+		`"signing_secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`
+	exTaskRotated = `{` + exTaskFields + `,"updated_at":"2026-12-01T09:00:00Z","previous_secret_expires_at":"2026-12-02T09:00:00Z",` +
+		`"signing_secret":"whsec_2b7XoQ1nVfRk9cLsE4tYhUgJmA8dPzWi"}`
 
 	exRunFields = `"id":"1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a0b","task_id":"9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b","trigger":"manual",` +
 		`"scheduled_for":"2026-12-01T09:00:00Z","attempt":0,"payload":{"invoice":"INV-2041"},"started_at":null,"finished_at":null,` +

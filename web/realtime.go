@@ -96,7 +96,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.opts.Logger.ErrorContext(r.Context(), "redeem ticket", "error", err)
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+		writeInternal(w, r, err)
 		return
 	}
 	// The ticket was issued to an enabled account; it may have been
@@ -106,7 +106,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, refused.Error())
 		return
 	} else if err != nil {
-		writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+		writeInternal(w, r, err)
 		return
 	}
 	if err := s.opts.Sockets.Serve(w, r, userID); err != nil {

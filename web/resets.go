@@ -79,7 +79,7 @@ func registerResets(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "admin-password-reset", Method: http.MethodPost, Path: "/v1/admin/users/{id}/password-reset",
 		Summary: "Make a password reset link for an account", Tags: []string{"Admin"}, Security: bearer,
-		Description: "A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.",
+		Description: "A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).",
 		Errors:      []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.adminPasswordReset)
 }
@@ -114,6 +114,9 @@ func (s *Server) resetPassword(ctx context.Context, in *resetInput) (*struct{}, 
 }
 
 func (s *Server) adminPasswordReset(ctx context.Context, in *adminUserInput) (*resetLinkOutput, error) {
+	if err := requirePerson(ctx, "a password reset link for an account"); err != nil { // admin.go
+		return nil, err
+	}
 	token, expires, err := accounts.NewPasswordReset(ctx, s.opts.Pool, in.ID)
 	if err != nil {
 		return nil, s.fail(ctx, err, "no account has id "+in.ID, "")

@@ -66,7 +66,7 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			writeProblem(w, http.StatusUnauthorized, err.Error())
 			return
 		case err != nil:
-			writeProblem(w, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(r.Context()))
+			writeInternal(w, r, err)
 			return
 		case !p.IsAdmin():
 			writeProblem(w, http.StatusForbidden, "the River UI is for admins only")

@@ -139,9 +139,10 @@ func registerRooms(api huma.API, s *Server) {
 	}
 	huma.Register(api, reg(huma.Operation{
 		OperationID: "rooms-create", Method: http.MethodPost, Path: "/v1/rooms", DefaultStatus: http.StatusCreated,
-		Summary:     "Create a room",
-		Description: "The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.",
-		Errors:      []int{http.StatusUnauthorized, http.StatusConflict, http.StatusUnprocessableEntity},
+		Summary: "Create a room",
+		Description: "The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use " +
+			"(its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.",
+		Errors: []int{http.StatusUnauthorized, http.StatusConflict, http.StatusUnprocessableEntity},
 	}), s.createRoom)
 	huma.Register(api, reg(huma.Operation{
 		OperationID: "rooms-get", Method: http.MethodGet, Path: "/v1/rooms/{name}",
@@ -337,6 +338,9 @@ func (s *Server) roomFail(ctx context.Context, err error, name string) error {
 		return huma.Error404NotFound("no room " + quoteName(name) + " was created (a name nobody created is an open ad-hoc room)")
 	case errors.Is(err, realtime.ErrRoomExists):
 		return huma.Error409Conflict("a room named " + quoteName(name) + " exists")
+	case errors.Is(err, realtime.ErrRoomInUse):
+		return huma.Error409Conflict("the ad-hoc room " + quoteName(name) + " is in use (events retained in its stream, or others present in it): " +
+			"a room cannot be created over it; choose another name, or create it once its events have expired and nobody is in it")
 	case errors.Is(err, realtime.ErrNoUser):
 		return huma.Error404NotFound("no account has this user id")
 	case errors.Is(err, realtime.ErrOwnerMember):

@@ -20,7 +20,7 @@ type runOutput struct {
 type runListInput struct {
 	IDPath
 	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
@@ -52,7 +52,7 @@ type triggerOutput struct {
 
 type ownerRunListInput struct {
 	Status string `query:"status" enum:"queued,running,succeeded,failed,cancelled" doc:"only runs with this status; failed: the dead-letter view"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
@@ -129,7 +129,8 @@ func registerRuns(api huma.API, s *Server) {
 		OperationID: "task-backfill", Method: http.MethodPost, Path: "/v1/tasks/{id}/backfill",
 		Summary: "Run the ticks of a past range", Tags: tags, Security: bearer, DefaultStatus: http.StatusAccepted,
 		Description: "One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run " +
-			"already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.",
+			"already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, " +
+			"to not in the future; a range that holds no tick is 422.",
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity},
 	}, s.backfill)
 	huma.Register(api, huma.Operation{

@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -128,7 +127,6 @@ type Server struct {
 	// resetMail sends forgot-password mail after the answer.
 	resetMail *resetMailer
 
-	mu     sync.Mutex
 	checks []ReadyCheck // readiness, in order
 
 	basicCache *basicAuthCache
@@ -189,6 +187,7 @@ func New(opts Options) *Server {
 		r.Mount(cluster.InternalPrefix, opts.Cluster.Handler())
 	}
 	registerHealth(api, s)
+	registerReadyGauge(opts.Registry, s)
 	if opts.PublicAPI {
 		registerAuth(api, s)
 		registerSessions(api, s)

@@ -148,6 +148,18 @@ func TestReadyFailsWithoutPostgres(t *testing.T) {
 	}
 }
 
+func TestReadyGauge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if res := b.do(t, http.MethodGet, "/metrics", nil, ""); !bytes.Contains(res.raw, []byte("\nswitchboard_ready 1\n")) {
+		t.Fatalf("switchboard_ready is not 1 on a ready replica:\n%s", res.raw)
+	}
+	b.server.opts.Pool.Close()
+	if res := b.do(t, http.MethodGet, "/metrics", nil, ""); !bytes.Contains(res.raw, []byte("\nswitchboard_ready 0\n")) {
+		t.Fatalf("switchboard_ready is not 0 without Postgres:\n%s", res.raw)
+	}
+}
+
 func TestOpenAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -49,9 +50,18 @@ type taskIDInput struct {
 	IDPath
 }
 
+type rotateSecretBody struct {
+	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty" doc:"until when the replaced secret still signs beside the new one (at most 30 days ahead); default 24 h from now; a time already past stops it at once"`
+}
+
+type rotateSecretInput struct {
+	IDPath
+	Body *rotateSecretBody `required:"false"`
+}
+
 type taskListInput struct {
 	Kind   string `query:"kind" enum:"scheduled,on_demand" doc:"only tasks with a schedule, or only on-demand ones"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"50" doc:"items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)"`
 	Cursor string `query:"cursor" maxLength:"200" doc:"next_cursor of the previous page"`
 }
 
@@ -105,6 +115,13 @@ func registerTasks(api huma.API, s *Server) {
 		Description: "Removes the task and its runs; queued runs never start.",
 		Errors:      []int{http.StatusUnauthorized, http.StatusNotFound},
 	}, s.deleteTask)
+	huma.Register(api, huma.Operation{
+		OperationID: "task-rotate-secret", Method: http.MethodPost, Path: "/v1/tasks/{id}/rotate-secret",
+		Summary: "Rotate a task's signing secret", Tags: tags, Security: bearer, MaxBodyBytes: 1 << 10,
+		Description: "Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) " +
+			"webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity},
+	}, s.rotateSecret)
 }
 
 func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutput, error) {
@@ -165,6 +182,18 @@ func (s *Server) deleteTask(ctx context.Context, in *taskIDInput) (*struct{}, er
 	}
 	s.tasksChanged()
 	return nil, nil
+}
+
+func (s *Server) rotateSecret(ctx context.Context, in *rotateSecretInput) (*taskOutput, error) {
+	var until *time.Time
+	if in.Body != nil {
+		until = in.Body.PreviousExpiresAt
+	}
+	t, err := jobs.RotateSigningSecret(ctx, s.opts.Pool, principal(ctx).ProjectID, in.ID, until)
+	if err != nil {
+		return nil, s.taskError(ctx, err)
+	}
+	return &taskOutput{Body: t}, nil
 }
 
 // taskError maps validation and cursor errors to 422 and the rest through fail.

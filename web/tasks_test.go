@@ -220,6 +220,7 @@ func TestTasksAPI(t *testing.T) {
 		for _, r := range []struct{ method, path string }{
 			{http.MethodGet, "/v1/tasks/" + id}, {http.MethodPatch, "/v1/tasks/" + id}, {http.MethodDelete, "/v1/tasks/" + id},
 			{http.MethodPost, "/v1/tasks/" + id + "/runs"}, {http.MethodGet, "/v1/tasks/" + id + "/runs"},
+			{http.MethodPost, "/v1/tasks/" + id + "/rotate-secret"},
 			{http.MethodGet, "/v1/runs/" + run.body["id"].(string)}, // a malformed id is 422: ids_test.go
 		} {
 			var body any

@@ -123,7 +123,7 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if strings.HasPrefix(raw, accounts.APIKeyPrefix) {
 		var refused *accounts.RefusedError
 		if p, err = s.apiKeyPrincipal(ctx.Context(), raw); err != nil && !errors.As(err, &refused) {
-			_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
+			s.writeHumaInternal(ctx, err)
 			return
 		}
 	} else {
@@ -164,7 +164,7 @@ func (s *Server) checkAccount(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, refused.Error())
 		return
 	case err != nil:
-		_ = huma.WriteErr(s.api, ctx, http.StatusInternalServerError, "internal error; the request id is "+requestIDFrom(ctx.Context()))
+		s.writeHumaInternal(ctx, err)
 		return
 	}
 	p.Role, p.ProjectID, p.ProjectRole = access.Role, access.ProjectID, access.ProjectRole

@@ -242,7 +242,11 @@ func (l *MaintenanceLoop) run(ctx context.Context, t MaintenanceTask) {
 	switch {
 	case err == nil:
 		l.runs.WithLabelValues(t.Name, "succeeded").Inc()
-		l.opts.Logger.InfoContext(ctx, "maintenance done", "task", t.Name, "affected", n, "duration_ms", ms)
+		level := slog.LevelInfo
+		if n == 0 { // a pass that found nothing is routine, every period
+			level = slog.LevelDebug
+		}
+		l.opts.Logger.Log(ctx, level, "maintenance done", "task", t.Name, "affected", n, "duration_ms", ms)
 	case ctx.Err() != nil: // stopping: the period is lost, not failed
 	default:
 		l.runs.WithLabelValues(t.Name, "failed").Inc()

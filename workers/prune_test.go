@@ -143,7 +143,7 @@ func TestPruneStreamsTask(t *testing.T) {
 	if n, err := task.Run(ctx); err != nil || n != 3 {
 		t.Fatalf("prune: %d, %v; want 3 deleted", n, err)
 	}
-	h, err := stream.Read(ctx, b.pool, name, 0, 0)
+	h, err := stream.Read(ctx, b.pool, name, 0, stream.Limit{})
 	if err != nil || h.Oldest != 4 || len(h.Events) != 2 {
 		t.Fatalf("after prune: oldest %d, %d events, %v", h.Oldest, len(h.Events), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard/switchboard/infra/logging"
 	"github.com/switchboard/switchboard/infra/startstop"
 	"github.com/switchboard/switchboard/jobs"
 )
@@ -96,7 +97,7 @@ func newRiver(opts RiverOptions, fetch fetchWatch) (*River, error) {
 	}
 	// A web-only client inserts delayed runs too (jobs.Trigger): they go
 	// in available at run_at, like the worker's (RiverConfig).
-	cfg := &river.Config{ID: opts.ClientID, Logger: logger.With("component", "river"),
+	cfg := &river.Config{ID: opts.ClientID, Logger: logging.Demoted(logger).With("component", "river"),
 		Middleware: []rivertype.Middleware{&jobs.InsertAvailable{}}}
 	if opts.Work {
 		wopts := opts.Workers

@@ -29,7 +29,6 @@ type runWorker struct {
 	publisher Publisher       // publish actions
 	announcer *jobs.Announcer // the run's status changes
 	rooms     RoomAccess      // nil: every room is open
-	metrics   *jobs.Metrics
 	logger    *slog.Logger
 	backoff   func(attempt int) time.Duration
 	fetch     fetchWatch // nil: retries and snoozes wait for River's poll
@@ -122,10 +121,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[jobs.RunArgs]) erro
 	if err != nil {
 		return fmt.Errorf("start run: %w", err)
 	}
-	if job.Attempt == 1 && rc.Run.Trigger == jobs.TriggerSchedule && rc.Run.StartedAt != nil {
-		w.metrics.DueLag(rc.Run.StartedAt.Sub(rc.Run.ScheduledFor))
-	}
-	w.announce(ctx, rc.Task.ProjectID, rc.Run)
+	w.announce(ctx, jobs.OwnedRun{Run: rc.Run, ProjectID: rc.Task.ProjectID})
 
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, time.Duration(rc.Task.TimeoutSeconds)*time.Second)
@@ -208,13 +204,13 @@ func (w *runWorker) finish(ctx context.Context, rc jobs.RunContext, o jobs.Outco
 		return true
 	}
 	w.logger.DebugContext(ctx, "run attempt recorded", "run_id", run.ID, "status", run.Status, "attempt", run.Attempt)
-	w.announce(ctx, rc.Task.ProjectID, run)
+	w.announce(ctx, jobs.OwnedRun{Run: run, ProjectID: rc.Task.ProjectID, Ended: &jobs.EndedAttempt{Action: rc.Task.Action.Type, Outcome: o}})
 	return true
 }
 
 // announce announces the run's new status to its project.
-func (w *runWorker) announce(ctx context.Context, project string, run jobs.Run) {
-	w.announcer.Announce(context.WithoutCancel(ctx), jobs.OwnedRun{Run: run, ProjectID: project})
+func (w *runWorker) announce(ctx context.Context, r jobs.OwnedRun) {
+	w.announcer.Announce(context.WithoutCancel(ctx), r)
 }
 
 func (w *runWorker) perform(ctx context.Context, rc jobs.RunContext) attempt {
@@ -264,7 +260,7 @@ func (w *runWorker) callWebhook(ctx context.Context, rc jobs.RunContext) attempt
 	}
 	res, err := w.webhook.Send(ctx, WebhookRequest{
 		URL: a.URL, Method: a.Method, Headers: headers, Body: webhookBody(rc),
-		MsgID: rc.Run.ID, Secret: rc.SigningSecret,
+		MsgID: rc.Run.ID, Secret: rc.SigningSecret, PreviousSecret: rc.PreviousSigningSecret,
 	})
 	if err != nil {
 		if errors.Is(err, jobs.ErrBlockedTarget) {

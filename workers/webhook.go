@@ -53,6 +53,9 @@ type WebhookOptions struct {
 	// OutputMax is the largest 2xx JSON body kept whole as the run's
 	// output (SWITCHBOARD_RUN_OUTPUT_MAX_BYTES); default DefaultOutputMax.
 	OutputMax int
+	// Metrics records each call's duration by status class; nil records
+	// nothing. workers.Options.Metrics sets it for the run worker.
+	Metrics *jobs.Metrics
 }
 
 // WebhookClient makes signed webhook calls that cannot reach addresses the
@@ -194,6 +197,9 @@ type WebhookRequest struct {
 	MsgID string
 	// Secret is the task's whsec_ signing secret.
 	Secret string
+	// PreviousSecret, when set, signs the call too (a rotation's overlap):
+	// webhook-signature then carries both signatures, current first.
+	PreviousSecret string
 }
 
 // WebhookResponse is what came back.
@@ -211,7 +217,7 @@ type WebhookResponse struct {
 // Send signs and makes the call. An error means no HTTP response arrived
 // (refused target, network error, timeout).
 func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResponse, error) {
-	key, err := jobs.SigningKey(r.Secret)
+	keys, err := signingKeys(r.Secret, r.PreviousSecret)
 	if err != nil {
 		return WebhookResponse{}, err
 	}
@@ -233,9 +239,12 @@ func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResp
 	req.Header.Set("User-Agent", c.opts.UserAgent)
 	req.Header.Set("webhook-id", r.MsgID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set("webhook-signature", Sign(key, r.MsgID, ts, r.Body))
+	req.Header.Set("webhook-signature", signatures(keys, r.MsgID, ts, r.Body))
 	res, err := c.http.Do(req)
 	if err != nil {
+		if !errors.Is(err, jobs.ErrBlockedTarget) { // a refused target was never called
+			c.opts.Metrics.WebhookCall(0, time.Since(ts))
+		}
 		return WebhookResponse{}, err
 	}
 	defer res.Body.Close()
@@ -246,6 +255,7 @@ func (c *WebhookClient) Send(ctx context.Context, r WebhookRequest) (WebhookResp
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		out.Output, out.OutputTruncated = output(answer, c.opts.OutputMax, res.Header.Get("Content-Type"))
 	}
+	c.opts.Metrics.WebhookCall(res.StatusCode, time.Since(ts))
 	return out, nil
 }
 
@@ -266,6 +276,34 @@ func output(body []byte, max int, contentType string) (json.RawMessage, bool) {
 	}
 	cut, _ := json.Marshal(validText(body[:max]))
 	return cut, true
+}
+
+// signingKeys decodes the secrets that sign a call: the current one, and
+// the previous one if any.
+func signingKeys(secret, previous string) ([][]byte, error) {
+	key, err := jobs.SigningKey(secret)
+	if err != nil {
+		return nil, err
+	}
+	if previous == "" {
+		return [][]byte{key}, nil
+	}
+	prev, err := jobs.SigningKey(previous)
+	if err != nil {
+		return nil, fmt.Errorf("previous %w", err)
+	}
+	return [][]byte{key, prev}, nil
+}
+
+// signatures is the webhook-signature header of a call signed with each
+// key: their signatures separated by spaces, as the Standard Webhooks spec
+// lets a sender list several (a receiver accepts a match with any).
+func signatures(keys [][]byte, msgID string, ts time.Time, body []byte) string {
+	sigs := make([]string, len(keys))
+	for i, k := range keys {
+		sigs[i] = Sign(k, msgID, ts, body)
+	}
+	return strings.Join(sigs, " ")
 }
 
 // Sign returns the webhook-signature header value of the Standard Webhooks

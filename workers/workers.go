@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/logging"
 	"github.com/switchboard/switchboard/jobs"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
@@ -52,7 +53,7 @@ type Options struct {
 	// owner must be able to use it (a members-only room's member). Nil:
 	// every room is open.
 	Rooms RoomAccess
-	// Metrics of task runs; nil records nothing.
+	// Metrics of task runs and webhook calls; nil records nothing.
 	Metrics *jobs.Metrics
 	// Webhook configures the webhook client and its SSRF guard.
 	Webhook WebhookOptions
@@ -97,7 +98,7 @@ func riverConfig(opts Options, fetch fetchWatch) (*river.Config, error) {
 	}
 	return &river.Config{
 		ID:     opts.ClientID,
-		Logger: logger.With("component", "river"),
+		Logger: logging.Demoted(logger).With("component", "river"),
 		Queues: map[string]river.QueueConfig{
 			QueueDefault: {MaxWorkers: cmp.Or(opts.MaxWorkers, DefaultMaxWorkers)},
 		},
@@ -126,9 +127,11 @@ func newRunWorker(opts Options, logger *slog.Logger, fetch fetchWatch) *runWorke
 		backoff = DefaultBackoff
 	}
 	logger = logger.With("component", "run_worker")
+	webhook := opts.Webhook
+	webhook.Metrics = opts.Metrics
 	return &runWorker{
-		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(opts.Webhook), publisher: pub,
+		db: opts.DB, runs: jobs.NewRunWriter(jobs.RunWriterOptions{DB: opts.DB}), webhook: NewWebhookClient(webhook), publisher: pub,
 		announcer: jobs.NewAnnouncer(jobs.AnnouncerOptions{Publisher: pub, Metrics: opts.Metrics, Logger: logger}),
-		rooms:     opts.Rooms, metrics: opts.Metrics, logger: logger, backoff: backoff, fetch: fetch,
+		rooms:     opts.Rooms, logger: logger, backoff: backoff, fetch: fetch,
 	}
 }

@@ -92,6 +92,7 @@ type setupOpts struct {
 	allowPrivate bool
 	backoff      func(int) time.Duration
 	rooms        RoomAccess
+	metrics      *jobs.Metrics
 }
 
 // setup starts a working River client with the run worker on a fresh
@@ -105,7 +106,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	}
 	client := startRiver(t, pool, Options{
-		ClientID: uuid.NewString(), DB: pool, Publisher: pub, Rooms: o.rooms, RetryBackoff: backoff,
+		ClientID: uuid.NewString(), DB: pool, Publisher: pub, Rooms: o.rooms, RetryBackoff: backoff, Metrics: o.metrics,
 		Webhook: WebhookOptions{AllowPrivate: o.allowPrivate},
 	}, 100*time.Millisecond)
 	return &testBundle{pool: pool, river: client, pub: pub, owner: dbtest.User(t, pool, nil).ID}

@@ -57,6 +57,28 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* The web and worker pods' ServiceAccount: created (default <fullname>), given, or "" (the namespace's default). */}}
+{{- define "switchboard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- .Values.serviceAccount.name | default (include "switchboard.fullname" .) }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The migration hook's ServiceAccount. A pre-install hook runs before the release's own
+resources exist, so with serviceAccount.create it gets a hook-scoped account (weight -10,
+like its Secret) that Helm deletes once the hooks succeed; otherwise the pods' account.
+*/}}
+{{- define "switchboard.migrateServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- printf "%s-migrate" (include "switchboard.fullname" .) }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
 {{/* Name of the Secret holding DATABASE_URL and the JWT and cluster secrets. */}}
 {{- define "switchboard.secretName" -}}
 {{- if .Values.secret.existingSecret }}
@@ -224,7 +246,7 @@ podAntiAffinity:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $.Values.serviceAccountName }}
+{{- with include "switchboard.serviceAccountName" $ }}
 serviceAccountName: {{ . }}
 {{- end }}
 automountServiceAccountToken: false

@@ -143,6 +143,8 @@ export interface EventMap {
   state: { state: State };
   /** Evicted from a room (removed from a members-only room, or it was deleted); it is not rejoined. */
   'room.removed': { room: string; reason: 'removed' | 'deleted' };
+  /** No longer follows project:<project> (removed from the project, left it, or it was deleted); its position is forgotten. */
+  'project.removed': { project: string; reason: 'removed' | 'deleted' };
   presence: PresenceDetail;
   error: { phase: 'ticket' | 'connect' | 'frame' | 'resume' | 'presence'; error: unknown };
 }

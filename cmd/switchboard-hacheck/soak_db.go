@@ -85,22 +85,3 @@ func dbNow(ctx context.Context, db *pgxpool.Pool) (time.Time, error) {
 	err := db.QueryRow(ctx, `SELECT now()`).Scan(&t)
 	return t, err
 }
-
-// jobStates counts the task-run River jobs by state, for the report.
-func jobStates(ctx context.Context, db *pgxpool.Pool) (map[string]int, error) {
-	rows, err := db.Query(ctx, `SELECT state::text, count(*) FROM river_job WHERE kind = 'task_run' GROUP BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	out := map[string]int{}
-	var state string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
-		out[state] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	return out, nil
-}

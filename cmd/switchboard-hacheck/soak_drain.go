@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/switchboard/switchboard/jobs"
 )
 
 // soakResult is what the checker found.
@@ -44,7 +46,7 @@ func (s *soakRun) drainAndCheck(ctx context.Context) (soakResult, error) {
 	if err := s.check(ctx, &res, all, acked); err != nil {
 		return res, err
 	}
-	res.jobs, _ = jobStates(ctx, s.db)
+	res.jobs, _ = jobs.RunJobStates(ctx, s.db)
 	return res, nil
 }
 

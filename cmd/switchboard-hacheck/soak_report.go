@@ -44,7 +44,7 @@ func (s *soakRun) print(res soakResult) {
 	c.add("events_received_unacked", res.stream.unknown)
 	c.add("follower_reconnects", res.reconnects)
 	c.add("drain", res.drained)
-	c.add("river_jobs", jobSummary(res.jobs))
+	c.add("run_jobs", jobSummary(res.jobs))
 	fmt.Println("          " + c.String())
 	writeViolations(os.Stdout, res.violations)
 }

@@ -157,7 +157,7 @@ func TestAdminCommandOnTheEmbeddedDatabase(t *testing.T) {
 	}
 	var once sync.Once
 	t.Cleanup(func() { once.Do(a.Stop) })
-	a.logBanner()
+	a.logBanner(&logs)
 	srv := &testServer{app: a, URL: "http://" + a.Addr()}
 
 	token, _ := registerUser(t, srv, "first@example.com")

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +66,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		a.closeDatabase()
 		return err
 	}
-	a.logBanner()
+	a.logBanner(os.Stderr)
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
@@ -80,7 +78,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 
 func migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	return withDatabase(ctx, cfg, logger, func(*pgxpool.Pool) error {
-		logger.Info("migrations applied")
+		logger.Info("database schema is current")
 		return nil
 	})
 }
@@ -109,6 +107,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger) (*app, 
 
 func newAppWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
 	a := &app{cfg: cfg, nodeID: uuid.NewString(), registry: metrics.NewRegistry(), serveErr: make(chan error, 1)}
+	a.registry.MustRegister(metrics.BuildInfo(version, revision))
 	a.logger = logger.With("node_id", a.nodeID[:8])
 	var err error
 	a.pool, a.embedded, err = openDatabase(ctx, &a.cfg, a.logger)
@@ -354,24 +353,6 @@ func embeddedSecrets(cfg *config.Config) error {
 		*s.v = v
 	}
 	return nil
-}
-
-// logBanner tells a person where everything is and how to add a replica.
-func (a *app) logBanner() {
-	port := a.listener.Addr().(*net.TCPAddr).Port
-	base := "http://localhost:" + strconv.Itoa(port)
-	attrs := []any{"api", base + "/v1", "docs", base + "/docs", "roles", strings.Join(a.cfg.Roles, ","), "registration", a.cfg.Registration}
-	if a.cfg.HasRole(config.RoleWeb) {
-		attrs = append([]any{"console", base + "/console"}, attrs...)
-	}
-	if a.embedded != nil {
-		dir, _ := filepath.Abs(a.cfg.DataDir)
-		// The password stays in the data directory, out of the logs.
-		attrs = append(attrs, "database_url", config.RedactURL(a.embedded.URL()),
-			"database_password_file", filepath.Join(dir, "postgres.password"),
-			"second_replica", fmt.Sprintf("%sSWITCHBOARD_DATA_DIR=%s PORT=%d %s", sharedEnv(), dir, port+1, selfCommand()))
-	}
-	a.logger.Info("switchboard is serving", attrs...)
 }
 
 // sharedEnv is the SWITCHBOARD_* settings of this process that a second

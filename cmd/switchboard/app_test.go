@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -113,6 +114,18 @@ func TestCommands(t *testing.T) {
 		out, err := exec.Command(bin, "version").Output()
 		if err != nil || strings.TrimSpace(string(out)) != "v9.9.9" {
 			t.Fatalf("version: %q %v", out, err)
+		}
+	})
+	t.Run("version -v", func(t *testing.T) {
+		t.Parallel()
+		out, err := exec.Command(bin, "version", "-v").Output()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err != nil || len(lines) != 4 || lines[0] != "version v9.9.9" || !strings.HasPrefix(lines[1], "revision ") ||
+			lines[3] != "platform "+runtime.GOOS+"/"+runtime.GOARCH {
+			t.Fatalf("version -v: %q %v", out, err)
+		}
+		if err := exec.Command(bin, "version", "--bogus").Run(); err == nil {
+			t.Fatal("version --bogus exited 0")
 		}
 	})
 	t.Run("openapi needs no database or configuration", func(t *testing.T) {

@@ -172,8 +172,9 @@ func TestConsoleUser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.secret`)),
 	)
-	if secret := text(t, page, `.secret`); !strings.HasPrefix(secret, "whsec_") {
-		t.Fatalf("signing secret shown: %q", secret)
+	firstSecret := text(t, page, `.secret`)
+	if !strings.HasPrefix(firstSecret, "whsec_") {
+		t.Fatalf("signing secret shown: %q", firstSecret)
 	}
 	page.Do(t, "see the task listed", chromedp.WaitVisible(chromedp.CSS(`tr[data-task-id] a`)))
 	screenshot(t, page, "console-tasks")
@@ -260,6 +261,14 @@ func TestConsoleUser(t *testing.T) {
 	page.Do(t, "save", chromedp.Click(chromedp.CSS(`form.form button[type=submit]`)), chromedp.WaitNotPresent(chromedp.CSS(`form.form`)))
 	if got := text(t, page, `.head h1`); got != "weekly report" {
 		t.Fatalf("heading after the rename: %q", got)
+	}
+
+	t.Log("rotate its signing secret (two steps): a new one shown once, the old one signing 24 h more")
+	pressButton(t, page, "Rotate secret")
+	pressButton(t, page, "Confirm rotate (old secret kept 24 h)")
+	page.Do(t, "see the new secret", chromedp.WaitVisible(chromedp.CSS(`.secret`)), chromedp.WaitVisible(chromedp.CSS(`.old-secret`)))
+	if secret := text(t, page, `.secret`); !strings.HasPrefix(secret, "whsec_") || secret == firstSecret {
+		t.Fatalf("after a rotation the secret shown is %q (the first was %q)", secret, firstSecret)
 	}
 
 	requireLabelled(t, page)
@@ -395,7 +404,7 @@ func TestBannerNamesTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	a.logBanner()
+	a.logBanner(&logs)
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	if want := fmt.Sprintf("console=http://localhost:%d/console", port); !strings.Contains(logs.String(), want) {
 		t.Fatalf("the banner does not name the console (%s):\n%s", want, logs.String())

@@ -19,6 +19,10 @@ import (
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
+// revision is the commit the binary was built from, stamped like version
+// (-X main.revision=<commit>); empty: the go command's VCS stamp, if any.
+var revision = ""
+
 const usage = `switchboard — scheduled jobs and realtime messages on PostgreSQL
 
 Usage:
@@ -35,8 +39,9 @@ Usage:
                                       generated and printed once
   switchboard admin reset-password <email>
                                       print a single-use password reset link, valid an hour
-  switchboard version                 print the version
+  switchboard version [-v]            print the version (-v: with revision, Go version and platform)
   switchboard openapi [--yaml]        print the OpenAPI document (no database needed)
+  switchboard healthcheck [URL]       exit 0 if this host's /healthz/ready answers 200 (container health checks)
   switchboard --help                  this text and every environment variable
 
 Without DATABASE_URL every command uses the private PostgreSQL in
@@ -65,12 +70,21 @@ func realMain(args []string) int {
 		}
 		return 0
 	case "version", "--version":
-		fmt.Println(version)
+		if err := versionCommand(args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard version: %v\n", err)
+			return 2
+		}
 		return 0
 	case "openapi":
 		if err := openapiCommand(args[1:], os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "switchboard openapi: %v\n", err)
 			return 2
+		}
+		return 0
+	case "healthcheck":
+		if err := healthcheck(context.Background(), args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "switchboard healthcheck: %v\n", err)
+			return 1
 		}
 		return 0
 	case "serve", "migrate":

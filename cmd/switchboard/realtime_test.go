@@ -63,7 +63,7 @@ func wsURL(srv *testServer, ticket string) string {
 	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/ws?ticket=" + ticket
 }
 
-func issueTicket(t *testing.T, srv *testServer, token string) string {
+func issueTicket(t testing.TB, srv *testServer, token string) string {
 	t.Helper()
 	status, body := call(t, http.MethodPost, srv.URL+"/v1/ws/ticket", nil, token)
 	if status != http.StatusCreated {

@@ -70,7 +70,7 @@ func (r *reader) apply(t *testing.T, f realtime.Frame) {
 
 // Three replicas publish concurrently — API events,
 // DMs from sockets on each, room messages, run events — to one user and one
-// room while the reader disconnects and resumes at random points on random
+// room, and run events to the user's project, while the reader disconnects and resumes at random points on random
 // replicas: every offset arrives exactly once, in order, and nothing else.
 func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 	t.Parallel()
@@ -146,7 +146,10 @@ func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	r := &reader{pos: map[string]streamPos{userStream: {}, roomStream: {}}, tags: map[string]int{}, runs: map[string]int{}}
+	// The task's run events go to its project's stream, which the reader
+	// follows from its start as it does its user stream and the room.
+	projectStream := "project:" + task["project_id"].(string)
+	r := &reader{pos: map[string]streamPos{userStream: {}, roomStream: {}, projectStream: {}}, tags: map[string]int{}, runs: map[string]int{}}
 	total := len(want) + runs*4 // queued, running, succeeded, report.ready
 	deadline := time.Now().Add(90 * time.Second)
 	for connections := 1; ; connections++ {

@@ -23,11 +23,16 @@ func (a *app) newRealtime() *realtime.Realtime {
 		Notices: a.notices()}}
 	if a.cfg.HasRole(config.RoleWeb) {
 		opts.Hub = &realtime.HubOptions{AllowedOrigins: a.cfg.AllowedOrigins, Limits: frameLimits(a.cfg.WSLimits),
-			SendQueueBytes: a.cfg.SendQueueBytes, WriteWait: a.cfg.WSLimits.WriteWait, Store: realtime.Streams{DB: a.pool}, Rooms: realtime.Rooms{DB: a.pool},
+			SendQueueBytes: a.cfg.SendQueueBytes, WriteWait: a.cfg.WSLimits.WriteWait, Store: a.streams(), Rooms: realtime.Rooms{DB: a.pool},
 			Projects: realtime.Projects{DB: a.pool}}
 		opts.Presence = &realtime.PresenceOptions{Nodes: clusterNodes{a}, StopTimeout: stopTimeout}
 	}
 	return realtime.New(opts)
+}
+
+// streams is the stream store reads go through, with the read budget.
+func (a *app) streams() realtime.Streams {
+	return realtime.Streams{DB: a.pool, ReadBytes: a.cfg.ReadBytes}
 }
 
 // clusterNodes is the cluster as presence asks it which nodes are dead.
@@ -55,7 +60,7 @@ func (a *app) realtimeWebOptions(o *web.Options) {
 		return
 	}
 	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.rt.Hub, a.rt.Bus, a.rt.Bus
-	o.History = realtime.Streams{DB: a.pool}
+	o.History = a.streams()
 	o.Rooms = realtime.Rooms{DB: a.pool}
 	o.Presence = a.rt.Presence
 	// Readiness on web replicas: the LISTEN connection is up, the hub

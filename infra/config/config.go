@@ -47,17 +47,18 @@ type Config struct {
 	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	RunOutputMax     int           `envconfig:"SWITCHBOARD_RUN_OUTPUT_MAX_BYTES" default:"65536" desc:"largest webhook JSON response kept as a run's output (1024-1048576); a larger one is kept cut to this size, as a JSON string, flagged output_truncated"`
-	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused)"`
+	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused); default true with the embedded PostgreSQL (a laptop: point a task at a local server), false with DATABASE_URL"`
 	RunWorkers       int           `envconfig:"SWITCHBOARD_RUN_WORKERS" default:"1000" desc:"task runs one worker replica works at once (1-10000); their run-state writes are batched (about 4 connections for all of them), so the pool (pool_max_conns in DATABASE_URL, default 25) need not grow with this"`
 	ClaimLead        time.Duration `envconfig:"SWITCHBOARD_CLAIM_LEAD" default:"500ms" desc:"how long before its tick a task with overlap allow may be claimed (0-5s; 0: at the tick); the run still starts at its tick, and a burst of ticks due at once is claimed before it comes"`
 	RunRetention     time.Duration `envconfig:"SWITCHBOARD_RUN_RETENTION" default:"720h" desc:"how long finished task runs are kept before maintenance prunes them"`
 	StreamMaxEvents  int           `envconfig:"SWITCHBOARD_STREAM_MAX_EVENTS" default:"1000" desc:"events kept per stream (a user's, a room's) for resume and GET /v1/history"`
 	StreamMaxAge     time.Duration `envconfig:"SWITCHBOARD_STREAM_MAX_AGE" default:"24h" desc:"how long a stream's events are kept for resume and GET /v1/history"`
+	ReadBytes        int           `envconfig:"SWITCHBOARD_READ_BYTES" default:"1048576" desc:"bytes of stored events one read may bring (a GET /v1/history page; one read of WebSocket catch-up, shared by its streams); a read always brings one event, so at most this plus one event; at least 65536"`
 	ClaimIdlePoll    time.Duration `envconfig:"SWITCHBOARD_CLAIM_IDLE_POLL" default:"30s" desc:"longest a worker replica's claim loop waits before it looks for due tasks again while its LISTEN connection is up (1s-1h); a task created or made due sooner on any replica wakes every claim loop at once, and each wakes for the earliest tick it knows; poll-only or with LISTEN down it looks every second"`
 	RiverParkAfter   time.Duration `envconfig:"SWITCHBOARD_RIVER_PARK_AFTER" default:"30s" desc:"how long a worker replica's River client runs with nothing to do before it parks: it stops polling, electing and reporting until work is due (an idle replica then costs about one database round trip a second instead of three); a job inserted or released on any replica, a tick or waiting job within 5s, a fetchable job nobody announced (found on the claim loop's next look) or jobs rescued from a dead node start it again (0: never park; 1s-1h; poll-only replicas never park)"`
 	DataDir          string        `envconfig:"SWITCHBOARD_DATA_DIR" default:"./.switchboard" desc:"embedded PostgreSQL data and generated secrets"`
 	LogFormat        string        `envconfig:"SWITCHBOARD_LOG_FORMAT" desc:"json or text; default text on a terminal, json otherwise"`
-	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogLevel         string        `envconfig:"SWITCHBOARD_LOG_LEVEL" default:"info" desc:"debug, info, warn or error; each HTTP request and River's routine messages are logged at debug"`
 	ShutdownTimeout  time.Duration `envconfig:"SWITCHBOARD_SHUTDOWN_TIMEOUT" default:"25s" desc:"how long SIGTERM waits for requests and running jobs"`
 	BcryptCost       int           `envconfig:"SWITCHBOARD_BCRYPT_COST" default:"10" desc:"bcrypt cost of password hashes (4-31)"`
 	HashConcurrency  int           `envconfig:"SWITCHBOARD_PASSWORD_HASH_CONCURRENCY" desc:"bcrypt hashes and checks one replica runs at once (logins, registrations, password changes); more wait up to 1s, then answer 503; default the number of CPUs"`
@@ -108,6 +109,11 @@ func read() (Config, error) {
 	var c Config
 	if err := envconfig.Process("", &c); err != nil {
 		return Config{}, fmt.Errorf("read environment: %w", err)
+	}
+	// The embedded PostgreSQL means a laptop, where webhook targets are
+	// local servers; a deployment (DATABASE_URL) refuses them unless asked.
+	if _, set := os.LookupEnv("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE"); !set {
+		c.WebhookPrivate = c.Embedded()
 	}
 	// Fly.io cannot set env per process group; it names the group instead.
 	if _, set := os.LookupEnv("SWITCHBOARD_ROLES"); !set {
@@ -232,6 +238,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_BCRYPT_COST: %d is outside 4-31", c.BcryptCost))
 	}
 	errs = append(errs, c.validateAccounts()...)
+	if c.ReadBytes != 0 && c.ReadBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_READ_BYTES: %d is below 65536", c.ReadBytes))
+	}
 	if c.StreamMaxEvents < 0 || c.StreamMaxAge < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_STREAM_MAX_EVENTS and SWITCHBOARD_STREAM_MAX_AGE must not be negative"))
 	}
@@ -280,6 +289,11 @@ func (c *Config) ValidateDatabase() error {
 	case "", "json", "text":
 	default:
 		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_FORMAT: %q is not json or text", c.LogFormat))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel))
 	}
 	return errors.Join(errs...)
 }

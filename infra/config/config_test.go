@@ -28,6 +28,8 @@ func TestValidate(t *testing.T) {
 		}, ""},
 		{"database without cluster secret", func(c *Config) { c.DatabaseURL = "postgres://db/x"; c.JWTSecret = "0123456789abcdef" }, "SWITCHBOARD_CLUSTER_SECRET is required"},
 		{"short cluster secret", func(c *Config) { c.ClusterSecret = "short" }, "SWITCHBOARD_CLUSTER_SECRET must be at least 16"},
+		{"log level", func(c *Config) { c.LogLevel = "WARN" }, ""},
+		{"unknown log level", func(c *Config) { c.LogLevel = "verbose" }, `SWITCHBOARD_LOG_LEVEL: "verbose"`},
 		{"bad advertise address", func(c *Config) { c.AdvertiseAddr = "10.0.0.1" }, "SWITCHBOARD_ADVERTISE_ADDR"},
 		{"mysql url", func(c *Config) { c.DatabaseURL = "mysql://db/x"; c.JWTSecret = "0123456789abcdef" }, "must start with postgres://"},
 		{"unparsable url", func(c *Config) { c.DatabaseURL = "postgres://%zz"; c.JWTSecret = "0123456789abcdef" }, "DATABASE_URL is malformed"},
@@ -214,4 +216,31 @@ func TestRolesFromFlyProcessGroup(t *testing.T) {
 	if c, _ = Load(); !c.HasRole(RoleWeb) || c.HasRole(RoleWorker) {
 		t.Fatalf("explicit SWITCHBOARD_ROLES must win over FLY_PROCESS_GROUP: %v", c.Roles)
 	}
+}
+
+// TestWebhookPrivateDefault: webhooks may reach private addresses by default
+// with the embedded PostgreSQL (a laptop), not with DATABASE_URL; an explicit
+// setting wins either way.
+func TestWebhookPrivateDefault(t *testing.T) {
+	for _, k := range []string{"DATABASE_URL", "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE", "SWITCHBOARD_JWT_SECRET", "SWITCHBOARD_CLUSTER_SECRET"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	check := func(want bool, what string) {
+		t.Helper()
+		c, err := Load()
+		if err != nil || c.WebhookPrivate != want {
+			t.Fatalf("%s: WebhookPrivate = %v (%v), want %v", what, c.WebhookPrivate, err, want)
+		}
+	}
+	check(true, "embedded")
+	t.Setenv("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE", "false")
+	check(false, "embedded, refused explicitly")
+	os.Unsetenv("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE")
+	t.Setenv("DATABASE_URL", "postgres://db/x")
+	t.Setenv("SWITCHBOARD_JWT_SECRET", "0123456789abcdef")
+	t.Setenv("SWITCHBOARD_CLUSTER_SECRET", "fedcba9876543210")
+	check(false, "DATABASE_URL")
+	t.Setenv("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE", "true")
+	check(true, "DATABASE_URL, allowed explicitly")
 }

@@ -36,18 +36,26 @@ var transientCodes = []string{
 // opposed to the statement failing on its own. A statement that failed
 // transiently is worth repeating if it is idempotent.
 func Transient(err error) bool {
-	// A deadline is the caller's own (context.DeadlineExceeded is also a
-	// net.Error); a connect timeout still reaches ConnectError below.
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	// A connection that could not be made, a connect timeout too (pgx
+	// wraps its context.DeadlineExceeded in the ConnectError).
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	// Any other deadline is the caller's own (context.DeadlineExceeded is
+	// also a net.Error).
+	if errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return strings.HasPrefix(pgErr.Code, "08") || slices.Contains(transientCodes, pgErr.Code)
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+	return errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) ||
 		// pgx's error for a statement on a connection that broke earlier.
 		strings.Contains(err.Error(), "conn closed")

@@ -46,6 +46,23 @@ func TestTransient(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	_, refused := pgx.Connect(ctx, "postgres://postgres@"+addr+"/x?connect_timeout=2")
+	// A server that accepts and never answers (a restarting or overloaded
+	// PostgreSQL): the connect times out.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, connectTimeout := pgx.Connect(ctx, "postgres://postgres@"+silent.Addr().String()+"/x?connect_timeout=1")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, canceled := conn.Exec(cancelled, `SELECT 1`)
@@ -65,6 +82,7 @@ func TestTransient(t *testing.T) {
 		{"terminated backend", terminated, true},
 		{"statement on the terminated connection", afterTerminated, true},
 		{"connection refused", refused, true},
+		{"connect timeout", connectTimeout, true},
 		{"context cancelled", canceled, false},
 		{"the caller's deadline", timedOut, false},
 	} {

@@ -43,7 +43,7 @@ func mustAppend(t testing.TB, q db.DB, evs ...stream.Event) []stream.Position {
 
 func mustRead(t *testing.T, q db.DB, s string, since int64, limit int) stream.History {
 	t.Helper()
-	h, err := stream.Read(ctx, q, s, since, limit)
+	h, err := stream.Read(ctx, q, s, since, stream.Limit{Events: limit})
 	if err != nil {
 		t.Fatalf("read %s: %v", s, err)
 	}
@@ -295,7 +295,7 @@ func TestAppendGapFree(t *testing.T) {
 		for i, s := range streams {
 			cursors[i] = stream.Cursor{Stream: s, Since: position(s)}
 		}
-		hs, err := stream.ReadMany(ctx, reader, cursors, 50)
+		hs, err := stream.ReadMany(ctx, reader, cursors, stream.Limit{Events: 50})
 		if err != nil {
 			t.Fatalf("read: %v", err)
 		}

@@ -101,7 +101,7 @@ func BenchmarkReadMissed(b *testing.B) {
 	}
 	b.Run("one-stream", func(b *testing.B) {
 		measureReads(b, func() int {
-			h, err := stream.Read(ctx, pool, one[0], 1000, 1000)
+			h, err := stream.Read(ctx, pool, one[0], 1000, stream.Limit{Events: 1000})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func BenchmarkReadMissed(b *testing.B) {
 			cursors[i] = stream.Cursor{Stream: s, Since: 10}
 		}
 		measureReads(b, func() int {
-			hs, err := stream.ReadMany(ctx, pool, cursors, 10)
+			hs, err := stream.ReadMany(ctx, pool, cursors, stream.Limit{Events: 10})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -64,38 +64,74 @@ type Cursor struct {
 	Since  int64
 }
 
+// DefaultReadBytes is the byte budget of a read when its Limit has none.
+const DefaultReadBytes = 1 << 20
+
+// FrameOverhead is what a stored event's frame adds to its payload, event
+// name and stream name (the other fields and their names), as a read's
+// budget counts it.
+const FrameOverhead = 192
+
+// Limit bounds one read. Events is the most events of each stream
+// (DefaultReadLimit when zero); Bytes the most bytes of all its events
+// together, counted as frames (payload, event and stream names and
+// FrameOverhead; DefaultReadBytes when zero). The first event is returned
+// whatever its size, so a read always makes progress: a read brings at
+// most Bytes plus one event.
+type Limit struct {
+	Events int
+	Bytes  int
+}
+
 // readSQL reads streams after their cursors in one statement, so each
 // stream's events, epoch and oldest offset come from one snapshot (a
 // concurrent prune or reset is seen entirely or not at all).
+// -- why the window: the running total of frame sizes (octet_length reads
+// a stored value's size without fetching it) stops the read at the byte
+// budget in the database, across all its streams in cursor order; only
+// the events within it are sent, and a stream past the budget still gets
+// its head (epoch, oldest and last offsets) so the reader knows to read on.
 const readSQL = `
-SELECT c.ord, h.epoch, h.oldest_offset, h.last_offset,
+WITH c AS (
+    SELECT * FROM unnest(@streams::text[], @sinces::bigint[]) WITH ORDINALITY AS c(stream, since, ord)
+), heads AS (
+    SELECT c.ord, c.stream, c.since, h.id, h.epoch, h.oldest_offset, h.last_offset
+    FROM c JOIN stream_heads h ON h.stream = c.stream
+), sized AS (
+    SELECT hd.ord, e.stream_offset,
+           sum(coalesce(octet_length(e.payload), 0) + octet_length(e.event) + octet_length(hd.stream) + @overhead::bigint)
+               OVER (ORDER BY hd.ord, e.stream_offset) AS upto,
+           row_number() OVER (ORDER BY hd.ord, e.stream_offset) AS n
+    FROM heads hd CROSS JOIN LATERAL (
+        SELECT e.stream_offset, e.payload, e.event FROM stream_events e
+        WHERE e.stream_id = hd.id AND e.stream_offset > greatest(hd.since, hd.oldest_offset - 1)
+        ORDER BY e.stream_offset
+        LIMIT @limit
+    ) e
+)
+SELECT hd.ord, hd.epoch, hd.oldest_offset, hd.last_offset,
        e.stream_offset, e.ts, e.id, e.sender, e.event, e.payload
-FROM unnest(@streams::text[], @sinces::bigint[]) WITH ORDINALITY AS c(stream, since, ord)
-JOIN stream_heads h ON h.stream = c.stream
-LEFT JOIN LATERAL (
-    SELECT * FROM stream_events e
-    WHERE e.stream_id = h.id AND e.stream_offset > greatest(c.since, h.oldest_offset - 1)
-    ORDER BY e.stream_offset
-    LIMIT @limit
-) e ON true
-ORDER BY c.ord, e.stream_offset`
+FROM heads hd
+LEFT JOIN sized s ON s.ord = hd.ord AND (s.upto <= @budget OR s.n = 1)
+LEFT JOIN stream_events e ON e.stream_id = hd.id AND e.stream_offset = s.stream_offset
+ORDER BY hd.ord, e.stream_offset`
 
-// Read returns stream's events after offset since, at most limit of them
-// (DefaultReadLimit when zero).
-func Read(ctx context.Context, q db.DB, stream string, since int64, limit int) (History, error) {
-	hs, err := ReadMany(ctx, q, []Cursor{{Stream: stream, Since: since}}, limit)
+// Read returns stream's events after offset since, within lim.
+func Read(ctx context.Context, q db.DB, stream string, since int64, lim Limit) (History, error) {
+	hs, err := ReadMany(ctx, q, []Cursor{{Stream: stream, Since: since}}, lim)
 	if err != nil {
 		return History{}, err
 	}
 	return hs[0], nil
 }
 
-// ReadMany reads many streams in one query, at most limit events each
-// (DefaultReadLimit when zero): a replica catching up every stream its
-// sockets follow after a LISTEN gap. Results are in cursor order.
-func ReadMany(ctx context.Context, q db.DB, cursors []Cursor, limit int) ([]History, error) {
-	if limit < 0 {
-		return nil, fmt.Errorf("read streams: %w: limit %d is negative", ErrInvalid, limit)
+// ReadMany reads many streams in one query, within lim (its byte budget
+// shared by all, spent in cursor order): a replica catching up every
+// stream its sockets follow after a LISTEN gap. Results are in cursor
+// order; a stream the budget did not reach has its head and no events.
+func ReadMany(ctx context.Context, q db.DB, cursors []Cursor, lim Limit) ([]History, error) {
+	if lim.Events < 0 || lim.Bytes < 0 {
+		return nil, fmt.Errorf("read streams: %w: limit %+v is negative", ErrInvalid, lim)
 	}
 	hs := make([]History, len(cursors))
 	streams, sinces := make([]string, len(cursors)), make([]int64, len(cursors))
@@ -110,7 +146,8 @@ func ReadMany(ctx context.Context, q db.DB, cursors []Cursor, limit int) ([]Hist
 		return hs, nil
 	}
 	rows, err := q.Query(ctx, readSQL, pgx.NamedArgs{
-		"streams": streams, "sinces": sinces, "limit": cmp.Or(limit, DefaultReadLimit),
+		"streams": streams, "sinces": sinces, "limit": cmp.Or(lim.Events, DefaultReadLimit),
+		"budget": cmp.Or(lim.Bytes, DefaultReadBytes), "overhead": FrameOverhead,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read streams: %w", err)

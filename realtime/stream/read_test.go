@@ -57,10 +57,10 @@ func TestRead(t *testing.T) {
 	t.Run("a negative offset or limit is refused", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
-		if _, err := stream.Read(ctx, tx, userStream(), -1, 0); !errors.Is(err, stream.ErrInvalid) {
+		if _, err := stream.Read(ctx, tx, userStream(), -1, stream.Limit{}); !errors.Is(err, stream.ErrInvalid) {
 			t.Fatalf("since -1: %v", err)
 		}
-		if _, err := stream.Read(ctx, tx, userStream(), 0, -1); !errors.Is(err, stream.ErrInvalid) {
+		if _, err := stream.Read(ctx, tx, userStream(), 0, stream.Limit{Events: -1}); !errors.Is(err, stream.ErrInvalid) {
 			t.Fatalf("limit -1: %v", err)
 		}
 	})
@@ -71,7 +71,7 @@ func TestRead(t *testing.T) {
 		a, b, unknown := userStream(), roomStream(), roomStream()
 		appendN(t, tx, a, 4)
 		appendN(t, tx, b, 2)
-		hs, err := stream.ReadMany(ctx, tx, []stream.Cursor{{Stream: b, Since: 1}, {Stream: unknown}, {Stream: a, Since: 0}}, 3)
+		hs, err := stream.ReadMany(ctx, tx, []stream.Cursor{{Stream: b, Since: 1}, {Stream: unknown}, {Stream: a, Since: 0}}, stream.Limit{Events: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRead(t *testing.T) {
 		if len(hs[2].Events) != 3 || !hs[2].More() || hs[2].Events[2].Offset != 3 {
 			t.Fatalf("%s: limit per stream not applied: %+v", a, hs[2])
 		}
-		if hs, err = stream.ReadMany(ctx, tx, nil, 0); err != nil || len(hs) != 0 {
+		if hs, err = stream.ReadMany(ctx, tx, nil, stream.Limit{}); err != nil || len(hs) != 0 {
 			t.Fatalf("no cursors: %v %v", hs, err)
 		}
 	})

@@ -103,7 +103,7 @@ export interface paths {
         head?: never;
         /**
          * Grant or revoke the admin role, disable or enable an account
-         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+         * @description Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
          */
         patch: operations["admin-update-user"];
         trace?: never;
@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Make a password reset link for an account
-         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+         * @description A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
          */
         post: operations["admin-password-reset"];
         delete?: never;
@@ -361,7 +361,7 @@ export interface paths {
         };
         /**
          * Read a stream's stored events
-         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
          */
         get: operations["history-read"];
         put?: never;
@@ -643,7 +643,7 @@ export interface paths {
         put?: never;
         /**
          * Create a room
-         * @description The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+         * @description The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
          */
         post: operations["rooms-create"];
         delete?: never;
@@ -887,9 +887,29 @@ export interface paths {
         put?: never;
         /**
          * Run the ticks of a past range
-         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+         * @description One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
          */
         post: operations["task-backfill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tasks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a task's signing secret
+         * @description Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+         */
+        post: operations["task-rotate-secret"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1313,9 +1333,16 @@ export interface components {
             events: unknown[];
             /**
              * Format: int64
-             * @description the stream's latest offset; read on from the last event's offset while it is below
+             * @description the stream's latest offset
              */
             last_offset: number;
+            /** @description true when events after next_offset remain: the page stopped at limit or at the byte budget */
+            more: boolean;
+            /**
+             * Format: int64
+             * @description where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+             */
+            next_offset: number;
             /**
              * Format: int64
              * @description the first retained offset (last_offset + 1 when none is)
@@ -1592,6 +1619,13 @@ export interface components {
              */
             visibility: "open" | "members";
         };
+        RotateSecretBody: {
+            /**
+             * Format: date-time
+             * @description until when the replaced secret still signs beside the new one (at most 30 days ahead); default 24 h from now; a time already past stops it at once
+             */
+            previous_expires_at?: string;
+        };
         RpcInputBody: {
             /** @description what the client should do */
             method: string;
@@ -1708,6 +1742,11 @@ export interface components {
             /** @enum {string} */
             overlap: "skip" | "allow" | "buffer_one" | "cancel_other";
             /**
+             * Format: date-time
+             * @description after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs
+             */
+            previous_secret_expires_at: string | null;
+            /**
              * Format: int64
              * @description its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first
              */
@@ -1721,7 +1760,7 @@ export interface components {
             run_count: number;
             /** @description null: an on-demand task, run only when triggered */
             schedule: string | null;
-            /** @description whsec_ secret that signs webhook calls; returned only on create */
+            /** @description whsec_ secret that signs webhook calls; returned only on create and on a rotation */
             signing_secret?: string;
             /**
              * Format: int64
@@ -3212,7 +3251,7 @@ export interface operations {
                 since?: number;
                 /** @description the epoch of since; when it is not the stream's, recovered is false */
                 epoch?: string;
-                /** @description at most this many events */
+                /** @description at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more) */
                 limit?: number;
             };
             header?: never;
@@ -5304,7 +5343,7 @@ export interface operations {
                  * @example failed
                  */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -5703,7 +5742,7 @@ export interface operations {
             query?: {
                 /** @description only tasks with a schedule, or only on-demand ones */
                 kind?: "scheduled" | "on_demand";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -6171,12 +6210,104 @@ export interface operations {
             };
         };
     };
+    "task-rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409 */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description a UUID; any case, urn:uuid: and {…} spellings are read as the lowercase form */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateSecretBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Task"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    /** @description seconds until a request would be allowed */
+                    "Retry-After"?: number;
+                    /** @description requests allowed per window */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description requests left in the window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description end of the window, Unix seconds */
+                    "X-RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+        };
+    };
     "task-run-list": {
         parameters: {
             query?: {
                 /** @description only runs with this status; failed: the dead-letter view */
                 status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
-                /** @description items per page */
+                /** @description items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;

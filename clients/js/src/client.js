@@ -270,6 +270,9 @@ export class RealtimeClient extends EventTarget {
       case 'room.removed':
         this.#onRemoved(frame);
         break;
+      case 'project.removed':
+        this.#onProjectRemoved(frame);
+        break;
       case 'error':
         this.#onServerError(frame);
         break;
@@ -309,6 +312,16 @@ export class RealtimeClient extends EventTarget {
     this.#presence.forget(room);
     this.#outbox = this.#outbox.filter((i) => !(i.control && i.room === room));
     this.#emit('room.removed', { room, reason });
+  }
+
+  // No longer a member of a project (removed, left, or the project deleted): the socket
+  // stopped following project:<id>, so its position is forgotten and not named in the
+  // next resume (a membership given back reaches sockets opened after it, from live).
+  #onProjectRemoved(frame) {
+    const project = frame.payload?.project;
+    if (typeof project !== 'string') return;
+    this.#tracker.forget(`project:${project}`);
+    this.#emit('project.removed', { project, reason: frame.payload?.reason ?? 'removed' });
   }
 
   // After each room.joined: members afresh, from options.getPresence's snapshot when given.

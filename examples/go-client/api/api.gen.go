@@ -926,8 +926,14 @@ type HistoryBody struct {
 	// Events stored frames in offset order, exactly as a WebSocket receives them
 	Events []interface{} `json:"events"`
 
-	// LastOffset the stream's latest offset; read on from the last event's offset while it is below
+	// LastOffset the stream's latest offset
 	LastOffset int64 `json:"last_offset"`
+
+	// More true when events after next_offset remain: the page stopped at limit or at the byte budget
+	More bool `json:"more"`
+
+	// NextOffset where to read on: pass it as since for the next page (the last event's offset, or since moved up to oldest_offset - 1)
+	NextOffset int64 `json:"next_offset"`
 
 	// OldestOffset the first retained offset (last_offset + 1 when none is)
 	OldestOffset int64 `json:"oldest_offset"`
@@ -1245,6 +1251,12 @@ type RoomPatchInputBody struct {
 // RoomPatchInputBodyVisibility making a room members-only evicts the non-members' sockets
 type RoomPatchInputBodyVisibility string
 
+// RotateSecretBody defines model for RotateSecretBody.
+type RotateSecretBody struct {
+	// PreviousExpiresAt until when the replaced secret still signs beside the new one (at most 30 days ahead); default 24 h from now; a time already past stops it at once
+	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
+}
+
 // RpcInputBody defines model for RpcInputBody.
 type RpcInputBody struct {
 	// Method what the client should do
@@ -1352,6 +1364,9 @@ type Task struct {
 	NextRunAt      *time.Time  `json:"next_run_at"`
 	Overlap        TaskOverlap `json:"overlap"`
 
+	// PreviousSecretExpiresAt after a rotation: until when the secret it replaced still signs webhook calls beside the current one; null: only the current one signs
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+
 	// Priority its runs' priority, 1 (first) to 4 (last): when workers are busy, runs of a higher priority (lower number) start first
 	Priority int64 `json:"priority"`
 
@@ -1362,7 +1377,7 @@ type Task struct {
 	// Schedule null: an on-demand task, run only when triggered
 	Schedule *string `json:"schedule"`
 
-	// SigningSecret whsec_ secret that signs webhook calls; returned only on create
+	// SigningSecret whsec_ secret that signs webhook calls; returned only on create and on a rotation
 	SigningSecret *string `json:"signing_secret,omitempty"`
 
 	// SkippedTicks ticks that produced no run: missed while no worker ran, or skipped because a run was still active
@@ -1567,7 +1582,7 @@ type HistoryReadParams struct {
 	// Epoch the epoch of since; when it is not the stream's, recovered is false
 	Epoch *string `form:"epoch,omitempty" json:"epoch,omitempty"`
 
-	// Limit at most this many events
+	// Limit at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
@@ -1640,7 +1655,7 @@ type RunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *RunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1667,7 +1682,7 @@ type TaskListParams struct {
 	// Kind only tasks with a schedule, or only on-demand ones
 	Kind *TaskListParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1689,12 +1704,18 @@ type TaskBackfillParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// TaskRotateSecretParams defines parameters for TaskRotateSecret.
+type TaskRotateSecretParams struct {
+	// IdempotencyKey optional, 1-255 visible ASCII characters: the same key from the same account within 24 h replays the first 2xx answer (with Idempotent-Replayed: true); a different request under the key is a 422, one still in flight a 409
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // TaskRunListParams defines parameters for TaskRunList.
 type TaskRunListParams struct {
 	// Status only runs with this status; failed: the dead-letter view
 	Status *TaskRunListParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit items per page
+	// Limit items per page (a page also stops at 1 MiB of items, so it may hold fewer: follow next_cursor)
 	Limit *int64 `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor of the previous page
@@ -1781,6 +1802,9 @@ type TaskUpdateJSONRequestBody = TaskPatchBody
 
 // TaskBackfillJSONRequestBody defines body for TaskBackfill for application/json ContentType.
 type TaskBackfillJSONRequestBody = BackfillInputBody
+
+// TaskRotateSecretJSONRequestBody defines body for TaskRotateSecret for application/json ContentType.
+type TaskRotateSecretJSONRequestBody = RotateSecretBody
 
 // TaskRunCreateJSONRequestBody defines body for TaskRunCreate for application/json ContentType.
 type TaskRunCreateJSONRequestBody = TriggerBody
@@ -2003,7 +2027,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2012,7 +2036,7 @@ type ClientInterface interface {
 
 	// AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2028,7 +2052,7 @@ type ClientInterface interface {
 
 	// AdminPasswordReset Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 	AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2178,7 +2202,7 @@ type ClientInterface interface {
 
 	// HistoryRead Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2370,7 +2394,7 @@ type ClientInterface interface {
 
 	// RoomsCreateWithBody Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2379,7 +2403,7 @@ type ClientInterface interface {
 
 	// RoomsCreate Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2533,7 +2557,7 @@ type ClientInterface interface {
 
 	// TaskBackfillWithBody Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2542,12 +2566,30 @@ type ClientInterface interface {
 
 	// TaskBackfill Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 	TaskBackfill(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRotateSecretWithBody Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TaskRotateSecret Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecret(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TaskRunList List a task's runs, newest first
 	//
@@ -2712,7 +2754,7 @@ func (c *Client) AdminGetUser(ctx context.Context, id openapi_types.UUID, reqEdi
 
 // AdminUpdateUserWithBody Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2731,7 +2773,7 @@ func (c *Client) AdminUpdateUserWithBody(ctx context.Context, id openapi_types.U
 
 // AdminUpdateUser Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2767,7 +2809,7 @@ func (c *Client) AdminDisconnectUser(ctx context.Context, id openapi_types.UUID,
 
 // AdminPasswordReset Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Corresponds with POST /v1/admin/users/{id}/password-reset (the `AdminPasswordReset` operationId).
 func (c *Client) AdminPasswordReset(ctx context.Context, id openapi_types.UUID, params *AdminPasswordResetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3097,7 +3139,7 @@ func (c *Client) EventsPublish(ctx context.Context, params *EventsPublishParams,
 
 // HistoryRead Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Corresponds with GET /v1/history (the `HistoryRead` operationId).
 func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3529,7 +3571,7 @@ func (c *Client) ProjectMemberUpdate(ctx context.Context, id openapi_types.UUID,
 
 // RoomsCreateWithBody Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3548,7 +3590,7 @@ func (c *Client) RoomsCreateWithBody(ctx context.Context, params *RoomsCreatePar
 
 // RoomsCreate Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3902,7 +3944,7 @@ func (c *Client) TaskUpdate(ctx context.Context, id openapi_types.UUID, body Tas
 
 // TaskBackfillWithBody Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3921,13 +3963,51 @@ func (c *Client) TaskBackfillWithBody(ctx context.Context, id openapi_types.UUID
 
 // TaskBackfill Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 func (c *Client) TaskBackfill(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTaskBackfillRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRotateSecretWithBody Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *Client) TaskRotateSecretWithBody(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRotateSecretRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TaskRotateSecret Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *Client) TaskRotateSecret(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskRotateSecretRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6635,6 +6715,68 @@ func NewTaskBackfillRequestWithBody(server string, id openapi_types.UUID, params
 	return req, nil
 }
 
+// NewTaskRotateSecretRequest calls the generic TaskRotateSecret builder with application/json body
+func NewTaskRotateSecretRequest(server string, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTaskRotateSecretRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewTaskRotateSecretRequestWithBody constructs an http.Request for the TaskRotateSecret method, with any body, and a specified content type
+func NewTaskRotateSecretRequestWithBody(server string, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewTaskRunListRequest constructs an http.Request for the TaskRunList method
 func NewTaskRunListRequest(server string, id openapi_types.UUID, params *TaskRunListParams) (*http.Request, error) {
 	var err error
@@ -7074,7 +7216,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7083,7 +7225,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 	//
-	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+	// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7101,7 +7243,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminPasswordResetWithResponse Make a password reset link for an account
 	//
-	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+	// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7263,7 +7405,7 @@ type ClientWithResponsesInterface interface {
 
 	// HistoryReadWithResponse Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7479,7 +7621,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithBodyWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7488,7 +7630,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomsCreateWithResponse Create a room
 	//
-	// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+	// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7668,7 +7810,7 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithBodyWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7677,12 +7819,30 @@ type ClientWithResponsesInterface interface {
 
 	// TaskBackfillWithResponse Run the ticks of a past range
 	//
-	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+	// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/backfill (the `TaskBackfill` operationId).
 	TaskBackfillWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskBackfillParams, body TaskBackfillJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskBackfillResponse, error)
+
+	// TaskRotateSecretWithBodyWithResponse Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error)
+
+	// TaskRotateSecretWithResponse Rotate a task's signing secret
+	//
+	// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+	TaskRotateSecretWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error)
 
 	// TaskRunListWithResponse List a task's runs, newest first
 	//
@@ -12433,6 +12593,99 @@ func (r TaskBackfillResponse) ContentType() string {
 	return ""
 }
 
+// TaskRotateSecretResponse429Headers the declared response headers of an HTTP 429 response for TaskRotateSecret
+type TaskRotateSecretResponse429Headers struct {
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+type TaskRotateSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *ErrorModel
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *ErrorModel
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TaskRotateSecretResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TaskRotateSecretResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON401() *ErrorModel {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON403() *ErrorModel {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON404() *ErrorModel {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON429() *ErrorModel {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON500() *ErrorModel {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TaskRotateSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TaskRotateSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TaskRotateSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TaskRotateSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // TaskRunListResponse429Headers the declared response headers of an HTTP 429 response for TaskRunList
 type TaskRunListResponse429Headers struct {
 	RetryAfter          *int
@@ -12995,7 +13248,7 @@ func (c *ClientWithResponses) AdminGetUserWithResponse(ctx context.Context, id o
 
 // AdminUpdateUserWithBodyWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13010,7 +13263,7 @@ func (c *ClientWithResponses) AdminUpdateUserWithBodyWithResponse(ctx context.Co
 
 // AdminUpdateUserWithResponse Grant or revoke the admin role, disable or enable an account
 //
-// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409).
+// Takes effect on every replica from the next request. Disabling also closes the account's sockets on every node. An admin cannot disable their own account (409). Needs a signed-in admin's token: an API key, even with the admin scope, is refused (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13040,7 +13293,7 @@ func (c *ClientWithResponses) AdminDisconnectUserWithResponse(ctx context.Contex
 
 // AdminPasswordResetWithResponse Make a password reset link for an account
 //
-// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used.
+// A single-use link valid one hour, to hand to the account's owner; the account's password and sessions change only when it is used. Needs a signed-in admin's token: an API key is refused (403).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13310,7 +13563,7 @@ func (c *ClientWithResponses) EventsPublishWithResponse(ctx context.Context, par
 
 // HistoryReadWithResponse Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays.
+// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13670,7 +13923,7 @@ func (c *ClientWithResponses) ProjectMemberUpdateWithResponse(ctx context.Contex
 
 // RoomsCreateWithBodyWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13685,7 +13938,7 @@ func (c *ClientWithResponses) RoomsCreateWithBodyWithResponse(ctx context.Contex
 
 // RoomsCreateWithResponse Create a room
 //
-// The caller becomes its owner and first member. A members-only room made over an ad-hoc room of that name evicts everyone else's sockets from it.
+// The caller becomes its owner and first member. 409 when the name exists, or is an ad-hoc room in use (its stream retains an event, or someone else is present in it): a room cannot take over an ad-hoc room's people or history.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13985,7 +14238,7 @@ func (c *ClientWithResponses) TaskUpdateWithResponse(ctx context.Context, id ope
 
 // TaskBackfillWithBodyWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14000,7 +14253,7 @@ func (c *ClientWithResponses) TaskBackfillWithBodyWithResponse(ctx context.Conte
 
 // TaskBackfillWithResponse Run the ticks of a past range
 //
-// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days; to not in the future.
+// One scheduled run per tick of the task's schedule in [from, to), in its time zone; a tick that has a run already (claimed or backfilled) is not run again. At most 1000 ticks and 366 days, from within the last 366 days, to not in the future; a range that holds no tick is 422.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14011,6 +14264,36 @@ func (c *ClientWithResponses) TaskBackfillWithResponse(ctx context.Context, id o
 		return nil, err
 	}
 	return ParseTaskBackfillResponse(rsp)
+}
+
+// TaskRotateSecretWithBodyWithResponse Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *ClientWithResponses) TaskRotateSecretWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error) {
+	rsp, err := c.TaskRotateSecretWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRotateSecretResponse(rsp)
+}
+
+// TaskRotateSecretWithResponse Rotate a task's signing secret
+//
+// Gives the task a new signing_secret, returned once in this answer. Until previous_expires_at (default 24 h) webhook calls carry a signature with the replaced secret beside the new one, so receivers verify with either while they switch.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/rotate-secret (the `TaskRotateSecret` operationId).
+func (c *ClientWithResponses) TaskRotateSecretWithResponse(ctx context.Context, id openapi_types.UUID, params *TaskRotateSecretParams, body TaskRotateSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*TaskRotateSecretResponse, error) {
+	rsp, err := c.TaskRotateSecret(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTaskRotateSecretResponse(rsp)
 }
 
 // TaskRunListWithResponse List a task's runs, newest first
@@ -19162,6 +19445,108 @@ func ParseTaskBackfillResponse(rsp *http.Response) (*TaskBackfillResponse, error
 	switch {
 	case rsp.StatusCode == 429:
 		var headers TaskBackfillResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTaskRotateSecretResponse parses an HTTP response from a TaskRotateSecretWithResponse call
+func ParseTaskRotateSecretResponse(rsp *http.Response) (*TaskRotateSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TaskRotateSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TaskRotateSecretResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -17,16 +17,17 @@ export async function registration() {
 
 // registerPart is what the sign-in form shows about creating an account
 // under the policy: a button when open, an invite field and a button when
-// invite, a sentence when closed.
-export function registerPart(policy, onRegister) {
+// invite, a sentence when closed. invite is the token of the invite link
+// the page was opened with, if any.
+export function registerPart(policy, onRegister, invite = '') {
   if (policy === 'closed') {
     return { fields: [], actions: [], note: 'Registration is closed on this server: an operator creates accounts.' };
   }
-  const invite = h('input', { name: 'invite', autocomplete: 'off', required: true, maxlength: 200 });
-  const button = h('button', { type: 'button', id: 'register', onclick: () => onRegister(policy === 'invite' ? invite.value.trim() : '') },
+  const token = h('input', { name: 'invite', autocomplete: 'off', required: true, maxlength: 200, value: invite });
+  const button = h('button', { type: 'button', id: 'register', onclick: () => onRegister(policy === 'invite' ? token.value.trim() : '') },
     policy === 'invite' ? 'Create account with invite' : 'Create account');
   if (policy === 'invite') {
-    return { fields: [field('Invite token', invite, 'Registration needs an invite here: paste the token you were given.')], actions: [button], note: '' };
+    return { fields: [field('Invite token', token, 'Registration needs an invite here: paste the token you were given.')], actions: [button], note: '' };
   }
   return { fields: [], actions: [button], note: 'New accounts are users; an operator grants admin.' };
 }

@@ -4,6 +4,13 @@
 // origin. Errors keep the problem's detail and errors[].message.
 
 let csrf = '';
+let project = '';
+
+// setProject names the project every later call acts in (the
+// X-Switchboard-Project header); '' is the account's personal project.
+export function setProject(id) {
+  project = id || '';
+}
 
 export class APIError extends Error {
   constructor(status, problem, text) {
@@ -35,9 +42,12 @@ async function send(url, method, body, headers = {}) {
   return data;
 }
 
-// api calls /v1/... through the console's session.
-export function api(method, path, body) {
-  return send(`/console/api${path}`, method, body, { 'X-CSRF-Token': csrf });
+// api calls /v1/... through the console's session, in the chosen project
+// (inProject false: without it, as for the list of projects itself).
+export function api(method, path, body, { inProject = true } = {}) {
+  const headers = { 'X-CSRF-Token': csrf };
+  if (inProject && project) headers['X-Switchboard-Project'] = project;
+  return send(`/console/api${path}`, method, body, headers);
 }
 
 export const session = {

@@ -1,5 +1,7 @@
 import { api } from './api.js';
 import { h, field, problem, announce, when, show } from './dom.js';
+import { secretPanel } from './secret.js';
+import { atLeast } from './projects.js';
 
 const badge = (status) => h('span', { class: `badge s-${status}` }, status);
 
@@ -63,19 +65,19 @@ function taskForm({ task, submitLabel, onSubmit, onCancel }) {
   return { form, focus: () => name.focus() };
 }
 
-function secretPanel(task) {
-  const code = h('code', { class: 'secret', tabindex: 0 }, task.signing_secret);
-  const copy = h('button', { type: 'button', onclick: async () => {
-    try { await navigator.clipboard.writeText(task.signing_secret); copy.textContent = 'Copied'; }
-    catch { getSelection().selectAllChildren(code); copy.textContent = 'Selected: press Ctrl+C'; }
-  } }, 'Copy');
-  return h('section', { class: 'card notice', role: 'status', 'aria-labelledby': 'secret-title' },
-    h('h2', { id: 'secret-title' }, `Signing secret of “${task.name}”`),
-    h('p', {}, 'Shown once: store it now. Your endpoint verifies each call with it (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).'),
-    h('div', { class: 'secret-row' }, code, copy));
+function signingSecret(task) {
+  const overlap = task.previous_secret_expires_at
+    ? ` Until ${when(task.previous_secret_expires_at)} calls are signed with the old secret too, so your endpoint verifies with either while you switch it over.` : '';
+  return secretPanel(`Signing secret of “${task.name}”`, task.signing_secret,
+    `Shown once: store it now. Your endpoint verifies each call with it (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).${overlap}`, 'secret');
 }
 
 function emptyState(onCreate) {
+  if (!onCreate) {
+    return h('section', { class: 'card empty', 'aria-labelledby': 'empty-title' },
+      h('h2', { id: 'empty-title' }, 'No tasks in this project yet'),
+      h('p', {}, 'A developer of the project creates them; their runs show up here live.'));
+  }
   return h('section', { class: 'card empty', 'aria-labelledby': 'empty-title' },
     h('h2', { id: 'empty-title' }, 'No tasks yet'),
     h('p', {}, 'A task calls a webhook or publishes a realtime event on a cron schedule, or when you run it. Its runs show up here live.'),
@@ -87,8 +89,10 @@ function emptyState(onCreate) {
     h('button', { type: 'button', class: 'primary', id: 'create-first', onclick: onCreate }, 'Create your first task'));
 }
 
-// tasksView lists the user's tasks.
-export function tasksView({ main }) {
+// tasksView lists the project's tasks; developers and above create, run,
+// pause and delete them.
+export function tasksView({ main, role }) {
+  const dev = atLeast(role, 'developer');
   const formArea = h('div');
   const secretArea = h('div');
   const listArea = h('div', { 'aria-live': 'polite' });
@@ -96,7 +100,7 @@ export function tasksView({ main }) {
   let tasks = [];
   const newBtn = h('button', { type: 'button', class: 'primary', id: 'new-task', 'aria-expanded': 'false', onclick: () => openForm() }, 'New task');
   main.replaceChildren(
-    h('div', { class: 'head' }, h('h1', {}, 'Tasks'), newBtn),
+    h('div', { class: 'head' }, h('h1', {}, 'Tasks'), dev ? newBtn : null),
     secretArea, formArea, msg, listArea);
 
   function openForm() {
@@ -106,7 +110,7 @@ export function tasksView({ main }) {
       onSubmit: async (body) => {
         const t = await api('POST', '/v1/tasks', body);
         closeForm();
-        show(secretArea, secretPanel(t));
+        show(secretArea, signingSecret(t));
         announce(`Task ${t.name} created`);
         await load();
       },
@@ -130,16 +134,17 @@ export function tasksView({ main }) {
       del.textContent = 'Confirm delete';
       del.focus();
     } }, 'Delete');
+    const acts = dev ? h('td', { 'data-label': 'Actions', class: 'acts' },
+      h('button', { type: 'button', onclick: () => act(() => api('POST', `/v1/tasks/${t.id}/runs`), `Run of ${t.name} queued`) }, 'Run now'),
+      h('button', { type: 'button', onclick: () => act(() => api('PATCH', `/v1/tasks/${t.id}`, { active: !t.active }), `${t.name} ${t.active ? 'paused' : 'resumed'}`) }, t.active ? 'Pause' : 'Resume'),
+      del) : null;
     return h('tr', { 'data-task-id': t.id },
       h('td', { 'data-label': 'Name' }, h('a', { href: `#/tasks/${t.id}` }, t.name)),
       h('td', { 'data-label': 'Schedule' }, t.schedule ? h('code', {}, t.schedule) : h('span', { class: 'muted' }, 'on demand')),
       h('td', { 'data-label': 'State' }, t.active ? badge('active') : badge('paused')),
       h('td', { 'data-label': 'Next run' }, when(t.next_run_at)),
       h('td', { 'data-label': 'Last run' }, last),
-      h('td', { 'data-label': 'Actions', class: 'acts' },
-        h('button', { type: 'button', onclick: () => act(() => api('POST', `/v1/tasks/${t.id}/runs`), `Run of ${t.name} queued`) }, 'Run now'),
-        h('button', { type: 'button', onclick: () => act(() => api('PATCH', `/v1/tasks/${t.id}`, { active: !t.active }), `${t.name} ${t.active ? 'paused' : 'resumed'}`) }, t.active ? 'Pause' : 'Resume'),
-        del));
+      acts);
   }
 
   async function load() {
@@ -151,12 +156,12 @@ export function tasksView({ main }) {
       return;
     }
     if (!tasks.length) {
-      listArea.replaceChildren(emptyState(openForm));
+      listArea.replaceChildren(emptyState(dev && openForm));
       return;
     }
     listArea.replaceChildren(h('table', { class: 'list' },
-      h('caption', { class: 'sr-only' }, 'Your tasks'),
-      h('thead', {}, h('tr', {}, ['Name', 'Schedule', 'State', 'Next run', 'Last run', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('caption', { class: 'sr-only' }, 'The project’s tasks'),
+      h('thead', {}, h('tr', {}, ['Name', 'Schedule', 'State', 'Next run', 'Last run', dev ? 'Actions' : null].filter(Boolean).map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, tasks.map(row))));
   }
 
@@ -179,8 +184,10 @@ function progress(run) {
 
 function duration(ms) { return ms === null || ms === undefined ? '—' : `${ms} ms`; }
 
-// taskView is one task: its settings, run it, and its runs, live.
-export function taskView({ main, caps }, id) {
+// taskView is one task: its settings, run it, and its runs, live;
+// viewers see it all and change nothing.
+export function taskView({ main, caps, role }, id) {
+  const dev = atLeast(role, 'developer');
   const head = h('div', { class: 'head' }, h('h1', {}, 'Task'));
   const msg = h('div', { class: 'result' });
   const summary = h('div');
@@ -191,7 +198,7 @@ export function taskView({ main, caps }, id) {
     h('table', { class: 'list runs' },
       h('thead', {}, h('tr', {}, ['Status', 'Trigger', 'Scheduled for', 'Started', 'Duration', 'HTTP', 'Attempt', 'Result', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))),
       runsBody),
-    h('p', { class: 'muted empty-runs' }, 'No runs yet: press “Run now”. Runs appear here as they happen.'));
+    h('p', { class: 'muted empty-runs' }, dev ? 'No runs yet: press “Run now”. Runs appear here as they happen.' : 'No runs yet. Runs appear here as they happen.'));
   let task = null;
   main.replaceChildren(h('p', {}, h('a', { href: '#/tasks' }, '← All tasks')), head, msg, summary, editArea, runsArea);
 
@@ -240,15 +247,29 @@ export function taskView({ main, caps }, id) {
         h('dt', {}, 'Action'), h('dd', {}, a.type === 'webhook' ? `${a.method || 'POST'} ${a.url}` : `publish ${a.event}${a.room ? ` to room ${a.room}` : ' to you'}`),
         h('dt', {}, 'Next run'), h('dd', {}, when(task.next_run_at)),
         h('dt', {}, 'Retries'), h('dd', {}, `${task.max_attempts} attempts, ${task.timeout_seconds} s each, overlap ${task.overlap}`),
-        h('dt', {}, 'Runs'), h('dd', {}, `${task.run_count} (${task.skipped_ticks} ticks skipped)`)),
-      triggerForm(),
-      h('div', { class: 'actions' },
+        h('dt', {}, 'Runs'), h('dd', {}, `${task.run_count} (${task.skipped_ticks} ticks skipped)`),
+        task.previous_secret_expires_at && h('dt', {}, 'Old secret'),
+        task.previous_secret_expires_at && h('dd', { class: 'old-secret' }, `still signs until ${when(task.previous_secret_expires_at)}`)),
+      dev ? triggerForm() : null,
+      dev && h('div', { class: 'actions' },
         h('button', { type: 'button', onclick: async () => {
           const t = await act(() => api('PATCH', `/v1/tasks/${id}`, { active: !task.active }), task.active ? 'Paused' : 'Resumed');
           if (t) { task = t; renderTask(); }
         } }, task.active ? 'Pause' : 'Resume'),
         h('button', { type: 'button', id: 'edit-task', onclick: openEdit }, 'Edit'),
+        a.type === 'webhook' && rotate(),
         del)));
+  }
+
+  // rotate is the two-step "Rotate secret" button: the new secret is shown
+  // once; the old one keeps signing beside it for 24 h.
+  function rotate() {
+    const b = h('button', { type: 'button', onclick: async () => {
+      if (!b.dataset.confirm) { b.dataset.confirm = '1'; b.textContent = 'Confirm rotate (old secret kept 24 h)'; return; }
+      const t = await act(() => api('POST', `/v1/tasks/${id}/rotate-secret`), 'Signing secret rotated');
+      if (t) { task = { ...t, signing_secret: undefined }; renderTask(); editArea.replaceChildren(signingSecret(t)); }
+    } }, 'Rotate secret');
+    return b;
   }
 
   function openEdit() {
@@ -263,10 +284,10 @@ export function taskView({ main, caps }, id) {
 
   function runActions(run) {
     const acts = [];
-    if (caps.cancel && (run.status === 'queued' || run.status === 'running')) {
+    if (dev && caps.cancel && (run.status === 'queued' || run.status === 'running')) {
       acts.push(h('button', { type: 'button', class: 'cancel', onclick: async () => { const r = await act(() => api('POST', `/v1/runs/${run.id}/cancel`), 'Run cancelled'); if (r) upsert(r); } }, 'Cancel'));
     }
-    if (caps.retry && (run.status === 'failed' || run.status === 'cancelled')) {
+    if (dev && caps.retry && (run.status === 'failed' || run.status === 'cancelled')) {
       acts.push(h('button', { type: 'button', class: 'retry', onclick: async () => { const r = await act(() => api('POST', `/v1/runs/${run.id}/retry`), 'Retry queued'); if (r) upsert(r, { ifAbsent: true }); } }, 'Retry'));
     }
     if (caps.attempts && run.attempt > 0) {

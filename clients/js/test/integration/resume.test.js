@@ -166,3 +166,37 @@ test('DMs sent from a socket while the recipient is away come with its resume', 
   assert.deepEqual(f2Msgs.filter((m) => m.event === 'dm').map((m) => m.payload.n), [1, 2, 3, 4, 5]);
   assert.equal(f2.streams()[`user:${fay.id}`].recovered, true);
 });
+
+test('a resume of rooms holding many read budgets gets every event once, in order, then resumed', async (t) => {
+  if (unsupported) return t.skip(unsupported);
+  const [hal, ivy] = await Promise.all([cluster.register('hal'), cluster.register('ivy')]);
+  const rooms = [1, 2].map(() => `big-${Math.random().toString(36).slice(2, 10)}`);
+  const h = client(hal, { i: 0 });
+  const first = collect(h, 'message');
+  await h.connect();
+  for (const room of rooms) await h.join(room);
+  await publish(cluster.nodes[1], ivy, rooms.map((room) => ({ room, event: 'big', payload: { n: 0 } })));
+  await until(h, 'message', () => first.filter((m) => m.event === 'big').length >= rooms.length);
+  h.close();
+
+  // 2 × 12 × 30 KB: about eleven of the cluster's 64 KiB read budgets.
+  const N = 12;
+  const pad = 'x'.repeat(30_000);
+  const bodies = [];
+  for (let n = 1; n <= N; n++) for (const room of rooms) bodies.push({ room, event: 'big', payload: { n, pad } });
+  await publish(cluster.nodes[1], ivy, bodies);
+  const h2 = client(hal, { i: 1 }, { streams: h.streams() });
+  const got = collect(h2, 'message');
+  const resumed = nextEvent(h2, 'resumed');
+  for (const room of rooms) h2.join(room);
+  await h2.connect();
+  const r = await resumed;
+  for (const room of rooms) {
+    const s = `room:${room}`;
+    const mine = got.filter((m) => m.stream === s);
+    assert.deepEqual(mine.map((m) => m.payload.n), Array.from({ length: N }, (_, i) => i + 1), `${s}: every event once, in order`);
+    assert.deepEqual(mine.map((m) => m.offset), mine.map((_, i) => 2 + i), `${s}: consecutive offsets`);
+    assert.equal(r.streams[s]?.recovered, true, JSON.stringify(r));
+    assert.equal(r.streams[s]?.offset, N + 1, JSON.stringify(r));
+  }
+});

@@ -73,8 +73,8 @@ const SECRETS = {
 
 /** One replica as an OS process; start() may be called again after it exited. */
 class Replica {
-  constructor({ bin, dbURL, port, dir, name }) {
-    Object.assign(this, { bin, dbURL, port, dir, name });
+  constructor({ bin, dbURL, port, dir, name, extraEnv = {} }) {
+    Object.assign(this, { bin, dbURL, port, dir, name, extraEnv });
     this.url = `http://127.0.0.1:${port}`;
     this.logPath = path.join(dir, `${name}.log`);
     this.proc = null;
@@ -97,6 +97,10 @@ class Replica {
       SWITCHBOARD_AUTH_BURST: '1000',
       SWITCHBOARD_USER_RATE: '1000',
       SWITCHBOARD_USER_BURST: '1000',
+      // The smallest read budget: resumes and catch-ups of a few big events
+      // already take many reads, each going on where the last stopped.
+      SWITCHBOARD_READ_BYTES: '65536',
+      ...this.extraEnv,
     };
   }
 
@@ -146,14 +150,14 @@ class Replica {
   }
 }
 
-/** Starts n replicas on a fresh database; cluster.stop() ends them and drops it. */
-export async function startCluster({ replicas = 2 } = {}) {
+/** Starts n replicas on a fresh database, with env added to theirs; cluster.stop() ends them and drops it. */
+export async function startCluster({ replicas = 2, env = {} } = {}) {
   const adminURL = process.env.TEST_DATABASE_URL;
   const [bin, db] = await Promise.all([buildSwitchboard(), createDatabase(adminURL)]);
   const dir = mkdtempSync(path.join(tmpdir(), 'switchboard-js-'));
   const nodes = [];
   for (let i = 0; i < replicas; i++) {
-    nodes.push(new Replica({ bin, dbURL: db.url, port: await freePort(), dir, name: `replica${i}` }));
+    nodes.push(new Replica({ bin, dbURL: db.url, port: await freePort(), dir, name: `replica${i}`, extraEnv: env }));
   }
   const cluster = new Cluster({ adminURL, db, dir, nodes, bin });
   try {
@@ -171,11 +175,11 @@ class Cluster {
     Object.assign(this, { adminURL, db, dir, nodes, bin });
   }
 
-  /** POST/GET JSON on a replica; returns {status, body}. */
-  async api(node, method, route, { token, body } = {}) {
+  /** POST/GET JSON on a replica (headers: extra request headers); returns {status, body}. */
+  async api(node, method, route, { token, body, headers } = {}) {
     const res = await fetch(`${node.url}${route}`, {
       method,
-      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();

@@ -229,6 +229,37 @@ test('recovered:false emits reset (the app refetches), then live events go on', 
   assert.equal(client.streams()[U].recovered, false);
 });
 
+test('project.removed forgets the project stream: the next resume does not name it', async (t) => {
+  const P = 'project:22222222-2222-4222-8222-222222222222';
+  const { server, client } = await setup(t);
+  const removed = collect(client, 'project.removed');
+  await client.connect();
+  const c0 = await server.connection(0);
+  c0.send(stored(U, 3));
+  c0.send(stored(P, 5, 'ep', { event: 'task.run.queued' }));
+  await until(client, 'message', () => client.streams()[P]?.offset === 5);
+  c0.send({ event: 'project.removed', payload: { project: P.slice(8), reason: 'removed' } });
+  await until(client, 'project.removed', () => removed.length === 1);
+  assert.deepEqual(removed, [{ project: P.slice(8), reason: 'removed' }]);
+  assert.deepEqual(Object.keys(client.streams()), [U]);
+  c0.drop();
+  const c1 = await server.connection(1);
+  assert.deepEqual((await c1.frame((f) => f.event === 'resume')).payload.streams, { [U]: { offset: 3, epoch: 'e1' } });
+});
+
+test('project.removed answering a resume ends the wait for that stream', async (t) => {
+  const P = 'project:33333333-3333-4333-8333-333333333333';
+  const { server, client } = await setup(t, { streams: { [U]: { offset: 1, epoch: 'e1' }, [P]: { offset: 4, epoch: 'ep' } } });
+  const resumed = nextEvent(client, 'resumed');
+  await client.connect();
+  const c0 = await server.connection(0);
+  assert.deepEqual(Object.keys((await c0.frame((f) => f.event === 'resume')).payload.streams).sort(), [P, U].sort());
+  c0.send({ event: 'project.removed', payload: { project: P.slice(8), reason: 'deleted' } });
+  c0.send({ event: 'resumed', payload: { streams: { [U]: { recovered: true, epoch: 'e1', offset: 1 } } } });
+  await resumed;
+  assert.deepEqual(client.streams(), { [U]: { epoch: 'e1', offset: 1, recovered: true } });
+});
+
 test('positions passed in options.streams are resumed by the first socket', async (t) => {
   const { server, client } = await setup(t, { streams: { [U]: { offset: 9, epoch: 'e1' } } });
   await client.connect();
