@@ -9,7 +9,7 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 test('no runtime dependencies; ESM; types declared', () => {
   assert.equal(pkg.type, 'module');
   assert.equal(pkg.dependencies, undefined);
-  assert.deepEqual(Object.keys(pkg.devDependencies).sort(), ['openapi-typescript', 'pg', 'ws']);
+  assert.deepEqual(Object.keys(pkg.devDependencies).sort(), ['openapi-typescript', 'pg', 'standardwebhooks', 'ws']);
   assert.equal(pkg.exports['.'].types, './index.d.ts');
 });
 
