@@ -45,7 +45,9 @@ func TestCloseFramesArrive(t *testing.T) {
 
 	t.Run("slow consumer: 3008 while the client keeps sending", func(t *testing.T) {
 		t.Parallel()
-		n := startNode(t, dbURL, HubOptions{SendBuffer: 16, Limits: FrameLimits{ConnRate: 1e6, ConnBurst: 1e6, UserRate: 1e6, UserBurst: 1e6, UserBytes: 1 << 30}})
+		// A small linger budget: the client outsends it before it reads
+		// the close, so the socket must stay open (unread) once it is spent.
+		n := startNode(t, dbURL, HubOptions{SendBuffer: 16, lingerBytes: 64 << 10, Limits: FrameLimits{ConnRate: 1e6, ConnBurst: 1e6, UserRate: 1e6, UserBurst: 1e6, UserBytes: 1 << 30}})
 		user := uuid.NewString()
 		conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
 		if err != nil {

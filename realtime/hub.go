@@ -59,6 +59,8 @@ type HubOptions struct {
 	Projects ProjectAccess
 	// hold replaces holdNewSockets (tests).
 	hold time.Duration
+	// lingerBytes replaces the linger budget, lingerBytes (tests).
+	lingerBytes int64
 }
 
 // Hub holds this replica's WebSocket sessions (Melody), indexed by user and
@@ -138,6 +140,7 @@ func newHub(opts HubOptions, logger *slog.Logger, reg prometheus.Registerer) *Hu
 	opts.MaxRooms = cmp.Or(opts.MaxRooms, 100)
 	opts.WriteWait = cmp.Or(opts.WriteWait, 10*time.Second)
 	opts.PingPeriod = cmp.Or(opts.PingPeriod, 54*time.Second)
+	opts.lingerBytes = cmp.Or(opts.lingerBytes, lingerBytes)
 	h := &Hub{
 		opts: opts, origins: newOrigins(opts.AllowedOrigins), logger: logger.With("component", "hub"),
 		sockets: newSockets(),

@@ -39,12 +39,14 @@ func (w lingerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // shut (after the close frame, the client reads everything sent so far and
 // then EOF) while what the client still sends — the rest of an oversized
 // frame, frames sent before it saw the close — is read and discarded for up
-// to linger. Closing at once instead makes the kernel answer those bytes
-// with a reset, and most clients then report 1006 without reading the close
-// frame that was already on its way. A second Close closes at once.
+// to linger (past lingerBytes it is left unread until then). Closing at
+// once instead makes the kernel answer those bytes with a reset, and most
+// clients then report 1006 without reading the close frame that was
+// already on its way. A second Close closes at once.
 type lingerConn struct {
 	net.Conn
 	linger  time.Duration
+	budget  int64 // bytes read and discarded at most
 	onClose func()
 	closes  atomic.Int32
 }
@@ -62,7 +64,12 @@ func (c *lingerConn) Close() error {
 	}
 	timer := time.AfterFunc(c.linger, func() { _ = c.Conn.Close() })
 	go func() {
-		_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+		if _, err := io.CopyN(io.Discard, c.Conn, c.budget); err == nil {
+			// The budget is spent but the client still sends: stop reading
+			// and let its writes stall on a full window until the timer
+			// closes. Closing now would reset the close frame away.
+			return
+		}
 		timer.Stop()
 		_ = c.Conn.Close()
 	}()
@@ -73,7 +80,7 @@ func (c *lingerConn) Close() error {
 // moment it starts closing, c's frames are ignored.
 func (h *Hub) lingering(w http.ResponseWriter, c *client) http.ResponseWriter {
 	return lingerWriter{ResponseWriter: w, wrap: func(conn net.Conn) net.Conn {
-		return &lingerConn{Conn: conn, linger: h.opts.WriteWait, onClose: func() { c.closing.Store(true) }}
+		return &lingerConn{Conn: conn, linger: h.opts.WriteWait, budget: h.opts.lingerBytes, onClose: func() { c.closing.Store(true) }}
 	}}
 }
 
