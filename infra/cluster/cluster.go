@@ -35,8 +35,8 @@ const (
 	DefaultHeartbeatEvery = 2 * time.Second
 	DefaultExpireAfter    = 10 * time.Second
 	DefaultReapAfter      = time.Minute
-	// GatherBudget is how long status waits for each node.
-	GatherBudget = 500 * time.Millisecond
+	// DefaultStatusBudget is how long status waits for each node.
+	DefaultStatusBudget = 500 * time.Millisecond
 	// ActionBudget is how long a fanned-out action waits for each node.
 	ActionBudget = 2 * time.Second
 )
@@ -83,6 +83,9 @@ type Options struct {
 	HeartbeatEvery time.Duration
 	ExpireAfter    time.Duration
 	ReapAfter      time.Duration
+	// StatusBudget is how long Status waits for each node's answer before
+	// it reports the node unreachable; default DefaultStatusBudget.
+	StatusBudget time.Duration
 	// Client makes the calls to other nodes; default: short timeouts.
 	Client *http.Client
 }
@@ -115,6 +118,7 @@ func New(opts Options) *Cluster {
 	opts.HeartbeatEvery = cmp.Or(opts.HeartbeatEvery, DefaultHeartbeatEvery)
 	opts.ExpireAfter = cmp.Or(opts.ExpireAfter, DefaultExpireAfter)
 	opts.ReapAfter = cmp.Or(opts.ReapAfter, DefaultReapAfter)
+	opts.StatusBudget = cmp.Or(opts.StatusBudget, DefaultStatusBudget)
 	opts.Name = cmp.Or(opts.Name, opts.NodeID)
 	opts.Version = cmp.Or(opts.Version, "dev")
 	if opts.Roles == nil {

@@ -135,19 +135,24 @@ func (n *testNode) reportWork(context.Context) (Work, error) {
 }
 
 // startNode starts a node on pool; it deregisters when the test ends.
-func startNode(t testing.TB, pool *pgxpool.Pool) *testNode {
+// startNode starts a node on pool; tune, if given, changes its options.
+func startNode(t testing.TB, pool *pgxpool.Pool, tune ...func(*Options)) *testNode {
 	t.Helper()
 	n := &testNode{sockets: newFakeSockets(), drained: make(chan struct{}), rescue: &rescueHook{dead: map[string]bool{}}}
 	mux := http.NewServeMux()
 	n.srv = httptest.NewServer(mux)
-	n.Cluster = New(Options{
+	opts := Options{
 		DB: pool, NodeID: uuid.NewString(), Roles: []string{"web", "worker"}, Version: "test",
 		Addr: func() string { return n.srv.Listener.Addr().String() }, Secret: testSecret, Sockets: n.sockets,
 		OnDrain:    []func(){func() { close(n.drained) }},
 		Actions:    []Action{{Name: "disconnect", Apply: func(_ context.Context, user string) int { return n.sockets.DisconnectUserLocal(user) }}},
 		RescueJobs: n.rescue.rescue, Work: n.reportWork,
 		HeartbeatEvery: 100 * time.Millisecond, ExpireAfter: time.Second, ReapAfter: 2 * time.Second,
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	n.Cluster = New(opts)
 	mux.Handle(InternalPrefix+"/", n.Handler())
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("start node: %v", err)

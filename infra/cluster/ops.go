@@ -106,7 +106,7 @@ func (c *Cluster) Status(ctx context.Context) (Status, error) {
 		}
 		workDone <- err
 	}()
-	answers := gather(ctx, c, nodes, GatherBudget, c.localStatus, func(ctx context.Context, n Node) (localStatus, error) {
+	answers := gather(ctx, c, nodes, c.opts.StatusBudget, c.localStatus, func(ctx context.Context, n Node) (localStatus, error) {
 		var ls localStatus
 		err := c.callNode(ctx, "status", n, http.MethodGet, nodePath(n, "/status"), &ls)
 		return ls, err
