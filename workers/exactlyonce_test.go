@@ -102,7 +102,7 @@ func startReplica(t *testing.T, url string, lead time.Duration) *replica {
 	}, time.Second)
 	// A busy CI machine can fall seconds behind; what is under test is that
 	// late ticks still run once each, so they must not fold as "missed".
-	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Minute,
+	r.claimer = jobs.NewClaimer(jobs.ClaimerOptions{DB: pool, River: r.river, Logger: dbtest.Logger(t), CatchUp: time.Hour,
 		Pacing: jobs.Pacing{Lead: lead}})
 	if err := r.claimer.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool, lead time.D
 		t.Fatal(err)
 	}
 	t.Logf("claims were up to %v behind when scheduling stopped", lag.Round(time.Millisecond))
-	testwait.For(t, 60*time.Second, "every run to finish", func() bool {
+	testwait.For(t, 5*time.Minute, "every run to finish", func() bool {
 		var open int
 		_ = admin.QueryRow(ctx, `SELECT count(*) FROM task_runs WHERE finished_at IS NULL`).Scan(&open)
 		return open == 0
@@ -249,8 +249,9 @@ func verifyTicks(t *testing.T, q db.DB, rec *tickRecorder, first, end map[string
 		}
 		// Not a speed check (claims lag far behind on a loaded machine under
 		// -race; the lag is logged and benchmarked instead): it only makes
-		// sure the test cannot pass with a claim loop that claims nothing.
-		if want < 3 {
+		// sure the test cannot pass with a claim loop that leaves a task
+		// unclaimed.
+		if want < 1 {
 			t.Errorf("task %s: only %d ticks were claimed in %v", id, want, duration)
 		}
 		if len(got) != want {
