@@ -64,3 +64,26 @@ func TestConsoleRoutesAnswerNoCORS(t *testing.T) {
 		t.Fatalf("the API answers no CORS to a listed origin: %v", rec.Header())
 	}
 }
+
+// TestHeadAnswersLikeGet: uptime checkers send HEAD; every GET page and
+// document answers it with the GET's status and headers and no body.
+func TestHeadAnswersLikeGet(t *testing.T) {
+	t.Parallel()
+	s := setup(t).server
+	for _, path := range []string{"/healthz/live", "/openapi.json", consolePath, consolePath + "/", docsPath, docsPath + "/", "/metrics"} {
+		got := get(s, path, "")
+		req := httptest.NewRequest(http.MethodHead, path, nil)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != got.Code || rec.Header().Get("Content-Type") != got.Header().Get("Content-Type") {
+			t.Errorf("HEAD %s: %d %q, GET: %d %q", path, rec.Code, rec.Header().Get("Content-Type"), got.Code, got.Header().Get("Content-Type"))
+		}
+	}
+	// A route with no GET still refuses HEAD.
+	req := httptest.NewRequest(http.MethodHead, "/v1/auth/login", nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD /v1/auth/login: %d, want 405", rec.Code)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -162,6 +163,7 @@ func New(opts Options) *Server {
 	if opts.PublicAPI {
 		r.Use(s.consoleBridge)
 	}
+	r.Use(middleware.GetHead) // HEAD answers as GET where no HEAD route exists (uptime checkers)
 	r.NotFound(notFound)
 	r.MethodNotAllowed(methodNotAllowed(r))
 	r.Handle("/metrics", metrics.Handler(opts.Registry))
