@@ -180,7 +180,7 @@ func New(opts Options) *Server {
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	describeAPI(&cfg)
 	api := humachi.New(r, cfg)
-	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.requireAdmin, s.requireProjectRole, s.idempotent)
+	api.UseMiddleware(s.limitAuth, s.authenticate, s.limitUser, s.checkAccount, s.checkScopes, s.refuseUnknownQuery, s.requireAdmin, s.requireProjectRole, s.idempotent)
 	s.router, s.api = r, api
 
 	s.mountDocs()

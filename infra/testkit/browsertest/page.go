@@ -27,7 +27,8 @@ type Options struct {
 	// until that channel closes: the server has answered, the page sees
 	// the answer late (to test races between an answer and live events).
 	Hold func(method, url string) <-chan struct{}
-	// Timeout of everything the page does; default 2 min.
+	// Timeout of everything the page does; default 5 min (a page of the
+	// console or the docs under -race on a loaded machine takes minutes).
 	Timeout time.Duration
 }
 
@@ -55,7 +56,7 @@ func NewPage(t *testing.T, opts Options) *Page {
 		opts.Width, opts.Height = 1280, 800
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = 2 * time.Minute
+		opts.Timeout = 5 * time.Minute
 	}
 	// why: a browser context of its own (cookies, storage, cache). Tabs of
 	// one context share its cookies, and a cookie's host ignores the port:

@@ -1,0 +1,45 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// refuseUnknownQuery answers 422 to a request whose query string names a
+// parameter its operation does not take: a misspelt filter
+// (`GET /v1/runs?task_id=…`) would otherwise be ignored and the answer
+// look like a filtered one.
+func (s *Server) refuseUnknownQuery(ctx huma.Context, next func(huma.Context)) {
+	u := ctx.URL()
+	query := u.Query()
+	if len(query) == 0 {
+		next(ctx)
+		return
+	}
+	var known []string
+	for _, p := range ctx.Operation().Parameters {
+		if p.In == "query" {
+			known = append(known, p.Name)
+		}
+	}
+	for name := range query {
+		if !slices.Contains(known, name) {
+			_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity, unknownQueryDetail(name, known),
+				&huma.ErrorDetail{Message: "unknown query parameter", Location: "query." + truncate(name, 64)})
+			return
+		}
+	}
+	next(ctx)
+}
+
+func unknownQueryDetail(name string, known []string) string {
+	if len(known) == 0 {
+		return fmt.Sprintf("unknown query parameter %q: this route takes none", truncate(name, 64))
+	}
+	slices.Sort(known)
+	return fmt.Sprintf("unknown query parameter %q: this route takes %s", truncate(name, 64), strings.Join(known, ", "))
+}
