@@ -176,7 +176,7 @@ func New(opts Options) *Server {
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT or sbk_ API key",
 			Description: "A user token from /v1/auth/login or /v1/auth/register (JWT, 24 h), or an API key (sbk_…) from POST /v1/api-keys."},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, documentCommonProblems, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	describeAPI(&cfg)
 	api := humachi.New(r, cfg)

@@ -43,3 +43,32 @@ func unknownQueryDetail(name string, known []string) string {
 	slices.Sort(known)
 	return fmt.Sprintf("unknown query parameter %q: this route takes %s", truncate(name, 64), strings.Join(known, ", "))
 }
+
+// documentCommonProblems adds to an operation's document the problems any
+// operation may answer: 422 for a query parameter it does not take and,
+// under /v1/, 503 while the database is unavailable (unavailable.go).
+func documentCommonProblems(_ *huma.OpenAPI, op *huma.Operation) {
+	if op.Responses == nil {
+		return
+	}
+	var problem *huma.Response
+	for code, r := range op.Responses {
+		if code != "" && code[0] >= '4' && r.Content != nil {
+			problem = r
+			break
+		}
+	}
+	if problem == nil {
+		return // only a default error answer, which covers these too
+	}
+	if _, ok := op.Responses["422"]; !ok {
+		op.Responses["422"] = &huma.Response{Description: http.StatusText(http.StatusUnprocessableEntity) + ": a query parameter this operation does not take", Content: problem.Content}
+	}
+	if _, ok := op.Responses["503"]; !ok && strings.HasPrefix(op.Path, "/v1/") {
+		op.Responses["503"] = &huma.Response{
+			Description: http.StatusText(http.StatusServiceUnavailable) + ": the database is unavailable; try again after Retry-After",
+			Content:     problem.Content,
+			Headers:     map[string]*huma.Param{"Retry-After": {Description: "seconds to wait before trying again", Schema: &huma.Schema{Type: huma.TypeInteger}}},
+		}
+	}
+}

@@ -7972,6 +7972,8 @@ type HealthReadyResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthBody
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *HealthBody
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *HealthBody
 }
@@ -7979,6 +7981,11 @@ type HealthReadyResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthReadyResponse) GetJSON200() *HealthBody {
 	return r.JSON200
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r HealthReadyResponse) GetJSON422() *HealthBody {
+	return r.JSON422
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -8023,6 +8030,11 @@ type AdminDrainNodeResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminDrainNodeResponse503Headers the declared response headers of an HTTP 503 response for AdminDrainNode
+type AdminDrainNodeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminDrainNodeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8042,10 +8054,14 @@ type AdminDrainNodeResponse struct {
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// ApplicationproblemJSON504 the response for an HTTP 504 `application/problem+json` response
 	ApplicationproblemJSON504 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminDrainNodeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminDrainNodeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8086,6 +8102,11 @@ func (r AdminDrainNodeResponse) GetApplicationproblemJSON500() *ErrorModel {
 // GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
 func (r AdminDrainNodeResponse) GetApplicationproblemJSON502() *ErrorModel {
 	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminDrainNodeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON504 returns the response for an HTTP 504 `application/problem+json` response
@@ -8130,6 +8151,11 @@ type AdminListUsersResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminListUsersResponse503Headers the declared response headers of an HTTP 503 response for AdminListUsers
+type AdminListUsersResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminListUsersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8145,8 +8171,12 @@ type AdminListUsersResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminListUsersResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminListUsersResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8177,6 +8207,11 @@ func (r AdminListUsersResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AdminListUsersResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminListUsersResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8216,6 +8251,11 @@ type AdminGetUserResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminGetUserResponse503Headers the declared response headers of an HTTP 503 response for AdminGetUser
+type AdminGetUserResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminGetUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8233,8 +8273,12 @@ type AdminGetUserResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminGetUserResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminGetUserResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8270,6 +8314,11 @@ func (r AdminGetUserResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AdminGetUserResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminGetUserResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8309,6 +8358,11 @@ type AdminUpdateUserResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminUpdateUserResponse503Headers the declared response headers of an HTTP 503 response for AdminUpdateUser
+type AdminUpdateUserResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminUpdateUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8328,8 +8382,12 @@ type AdminUpdateUserResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminUpdateUserResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminUpdateUserResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8372,6 +8430,11 @@ func (r AdminUpdateUserResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminUpdateUserResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminUpdateUserResponse) GetBody() []byte {
 	return r.Body
@@ -8409,6 +8472,11 @@ type AdminDisconnectUserResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminDisconnectUserResponse503Headers the declared response headers of an HTTP 503 response for AdminDisconnectUser
+type AdminDisconnectUserResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminDisconnectUserResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8424,8 +8492,12 @@ type AdminDisconnectUserResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminDisconnectUserResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminDisconnectUserResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8456,6 +8528,11 @@ func (r AdminDisconnectUserResponse) GetApplicationproblemJSON429() *ErrorModel 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AdminDisconnectUserResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminDisconnectUserResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8495,6 +8572,11 @@ type AdminPasswordResetResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AdminPasswordResetResponse503Headers the declared response headers of an HTTP 503 response for AdminPasswordReset
+type AdminPasswordResetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminPasswordResetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8512,8 +8594,12 @@ type AdminPasswordResetResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AdminPasswordResetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminPasswordResetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8549,6 +8635,11 @@ func (r AdminPasswordResetResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AdminPasswordResetResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AdminPasswordResetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8588,6 +8679,11 @@ type ApiKeyListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ApiKeyListResponse503Headers the declared response headers of an HTTP 503 response for ApiKeyList
+type ApiKeyListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ApiKeyListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8595,12 +8691,18 @@ type ApiKeyListResponse struct {
 	JSON200 *ApiKeyListOutputBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ApiKeyListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ApiKeyListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8613,6 +8715,11 @@ func (r ApiKeyListResponse) GetApplicationproblemJSON401() *ErrorModel {
 	return r.ApplicationproblemJSON401
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ApiKeyListResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ApiKeyListResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -8621,6 +8728,11 @@ func (r ApiKeyListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ApiKeyListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ApiKeyListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8660,6 +8772,11 @@ type ApiKeyCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ApiKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for ApiKeyCreate
+type ApiKeyCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ApiKeyCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8677,8 +8794,12 @@ type ApiKeyCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ApiKeyCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ApiKeyCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8714,6 +8835,11 @@ func (r ApiKeyCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ApiKeyCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ApiKeyCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8753,6 +8879,11 @@ type ApiKeyRevokeResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ApiKeyRevokeResponse503Headers the declared response headers of an HTTP 503 response for ApiKeyRevoke
+type ApiKeyRevokeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ApiKeyRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8766,8 +8897,12 @@ type ApiKeyRevokeResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ApiKeyRevokeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ApiKeyRevokeResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -8793,6 +8928,11 @@ func (r ApiKeyRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ApiKeyRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ApiKeyRevokeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8824,6 +8964,11 @@ func (r ApiKeyRevokeResponse) ContentType() string {
 	return ""
 }
 
+// AuthForgotResponse503Headers the declared response headers of an HTTP 503 response for AuthForgot
+type AuthForgotResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AuthForgotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8835,6 +8980,10 @@ type AuthForgotResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AuthForgotResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -8855,6 +9004,11 @@ func (r AuthForgotResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthForgotResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthForgotResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8977,6 +9131,11 @@ type AuthLogoutResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// AuthLogoutResponse503Headers the declared response headers of an HTTP 503 response for AuthLogout
+type AuthLogoutResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AuthLogoutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8984,12 +9143,18 @@ type AuthLogoutResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AuthLogoutResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AuthLogoutResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -9002,6 +9167,11 @@ func (r AuthLogoutResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r AuthLogoutResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -9010,6 +9180,11 @@ func (r AuthLogoutResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthLogoutResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthLogoutResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9131,20 +9306,36 @@ func (r AuthRegisterResponse) ContentType() string {
 	return ""
 }
 
+// AuthRegistrationResponse503Headers the declared response headers of an HTTP 503 response for AuthRegistration
+type AuthRegistrationResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AuthRegistrationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *RegistrationOutputBody
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AuthRegistrationResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r AuthRegistrationResponse) GetJSON200() *RegistrationOutputBody {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -9155,6 +9346,11 @@ func (r AuthRegistrationResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r AuthRegistrationResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AuthRegistrationResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9263,6 +9459,11 @@ type ClusterStatusResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ClusterStatusResponse503Headers the declared response headers of an HTTP 503 response for ClusterStatus
+type ClusterStatusResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ClusterStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9272,12 +9473,18 @@ type ClusterStatusResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ClusterStatusResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ClusterStatusResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9295,6 +9502,11 @@ func (r ClusterStatusResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ClusterStatusResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ClusterStatusResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -9303,6 +9515,11 @@ func (r ClusterStatusResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ClusterStatusResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ClusterStatusResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9342,6 +9559,11 @@ type EventsPublishResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// EventsPublishResponse503Headers the declared response headers of an HTTP 503 response for EventsPublish
+type EventsPublishResponse503Headers struct {
+	RetryAfter *int
+}
+
 type EventsPublishResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9357,8 +9579,12 @@ type EventsPublishResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *EventsPublishResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EventsPublishResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -9389,6 +9615,11 @@ func (r EventsPublishResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r EventsPublishResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EventsPublishResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9428,6 +9659,11 @@ type HistoryReadResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// HistoryReadResponse503Headers the declared response headers of an HTTP 503 response for HistoryRead
+type HistoryReadResponse503Headers struct {
+	RetryAfter *int
+}
+
 type HistoryReadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9443,8 +9679,12 @@ type HistoryReadResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *HistoryReadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HistoryReadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9475,6 +9715,11 @@ func (r HistoryReadResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r HistoryReadResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r HistoryReadResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9514,6 +9759,11 @@ type InviteAcceptResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// InviteAcceptResponse503Headers the declared response headers of an HTTP 503 response for InviteAccept
+type InviteAcceptResponse503Headers struct {
+	RetryAfter *int
+}
+
 type InviteAcceptResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9531,8 +9781,12 @@ type InviteAcceptResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InviteAcceptResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InviteAcceptResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9568,6 +9822,11 @@ func (r InviteAcceptResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r InviteAcceptResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r InviteAcceptResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9607,6 +9866,11 @@ type MeResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// MeResponse503Headers the declared response headers of an HTTP 503 response for Me
+type MeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9614,12 +9878,18 @@ type MeResponse struct {
 	JSON200 *User
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9632,6 +9902,11 @@ func (r MeResponse) GetApplicationproblemJSON401() *ErrorModel {
 	return r.ApplicationproblemJSON401
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r MeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r MeResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -9640,6 +9915,11 @@ func (r MeResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r MeResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9786,6 +10066,11 @@ type MeSessionsRevokeResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// MeSessionsRevokeResponse503Headers the declared response headers of an HTTP 503 response for MeSessionsRevoke
+type MeSessionsRevokeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MeSessionsRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9793,12 +10078,18 @@ type MeSessionsRevokeResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MeSessionsRevokeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MeSessionsRevokeResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -9811,6 +10102,11 @@ func (r MeSessionsRevokeResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r MeSessionsRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -9819,6 +10115,11 @@ func (r MeSessionsRevokeResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r MeSessionsRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r MeSessionsRevokeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9858,6 +10159,11 @@ type PresenceResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// PresenceResponse503Headers the declared response headers of an HTTP 503 response for Presence
+type PresenceResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PresenceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9873,8 +10179,12 @@ type PresenceResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PresenceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PresenceResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9905,6 +10215,11 @@ func (r PresenceResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r PresenceResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PresenceResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9944,6 +10259,11 @@ type ProjectListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectListResponse503Headers the declared response headers of an HTTP 503 response for ProjectList
+type ProjectListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9951,12 +10271,18 @@ type ProjectListResponse struct {
 	JSON200 *ProjectListOutputBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9969,6 +10295,11 @@ func (r ProjectListResponse) GetApplicationproblemJSON401() *ErrorModel {
 	return r.ApplicationproblemJSON401
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ProjectListResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ProjectListResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -9977,6 +10308,11 @@ func (r ProjectListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10016,6 +10352,11 @@ type ProjectCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectCreateResponse503Headers the declared response headers of an HTTP 503 response for ProjectCreate
+type ProjectCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10031,8 +10372,12 @@ type ProjectCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10063,6 +10408,11 @@ func (r ProjectCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10102,6 +10452,11 @@ type ProjectDeleteResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectDeleteResponse503Headers the declared response headers of an HTTP 503 response for ProjectDelete
+type ProjectDeleteResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10119,8 +10474,12 @@ type ProjectDeleteResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectDeleteResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10156,6 +10515,11 @@ func (r ProjectDeleteResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectDeleteResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectDeleteResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10195,6 +10559,11 @@ type ProjectGetResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectGetResponse503Headers the declared response headers of an HTTP 503 response for ProjectGet
+type ProjectGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10210,8 +10579,12 @@ type ProjectGetResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10242,6 +10615,11 @@ func (r ProjectGetResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectGetResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectGetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10281,6 +10659,11 @@ type ProjectRenameResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectRenameResponse503Headers the declared response headers of an HTTP 503 response for ProjectRename
+type ProjectRenameResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectRenameResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10298,8 +10681,12 @@ type ProjectRenameResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectRenameResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectRenameResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10335,6 +10722,11 @@ func (r ProjectRenameResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectRenameResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectRenameResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10374,6 +10766,11 @@ type ProjectInviteListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectInviteListResponse503Headers the declared response headers of an HTTP 503 response for ProjectInviteList
+type ProjectInviteListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectInviteListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10391,8 +10788,12 @@ type ProjectInviteListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectInviteListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectInviteListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10428,6 +10829,11 @@ func (r ProjectInviteListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectInviteListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectInviteListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10467,6 +10873,11 @@ type ProjectInviteCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectInviteCreateResponse503Headers the declared response headers of an HTTP 503 response for ProjectInviteCreate
+type ProjectInviteCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectInviteCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10486,8 +10897,12 @@ type ProjectInviteCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectInviteCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectInviteCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10530,6 +10945,11 @@ func (r ProjectInviteCreateResponse) GetApplicationproblemJSON500() *ErrorModel 
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectInviteCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r ProjectInviteCreateResponse) GetBody() []byte {
 	return r.Body
@@ -10567,6 +10987,11 @@ type ProjectInviteRevokeResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectInviteRevokeResponse503Headers the declared response headers of an HTTP 503 response for ProjectInviteRevoke
+type ProjectInviteRevokeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectInviteRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10582,8 +11007,12 @@ type ProjectInviteRevokeResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectInviteRevokeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectInviteRevokeResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10614,6 +11043,11 @@ func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON429() *ErrorModel 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectInviteRevokeResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10653,6 +11087,11 @@ type ProjectLeaveResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectLeaveResponse503Headers the declared response headers of an HTTP 503 response for ProjectLeave
+type ProjectLeaveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectLeaveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10668,8 +11107,12 @@ type ProjectLeaveResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectLeaveResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectLeaveResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10700,6 +11143,11 @@ func (r ProjectLeaveResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectLeaveResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectLeaveResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10739,6 +11187,11 @@ type ProjectMemberListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectMemberListResponse503Headers the declared response headers of an HTTP 503 response for ProjectMemberList
+type ProjectMemberListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectMemberListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10754,8 +11207,12 @@ type ProjectMemberListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectMemberListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectMemberListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10786,6 +11243,11 @@ func (r ProjectMemberListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectMemberListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectMemberListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10825,6 +11287,11 @@ type ProjectMemberRemoveResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectMemberRemoveResponse503Headers the declared response headers of an HTTP 503 response for ProjectMemberRemove
+type ProjectMemberRemoveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectMemberRemoveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10842,8 +11309,12 @@ type ProjectMemberRemoveResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectMemberRemoveResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectMemberRemoveResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10879,6 +11350,11 @@ func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON429() *ErrorModel 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectMemberRemoveResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10918,6 +11394,11 @@ type ProjectMemberUpdateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// ProjectMemberUpdateResponse503Headers the declared response headers of an HTTP 503 response for ProjectMemberUpdate
+type ProjectMemberUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProjectMemberUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10937,8 +11418,12 @@ type ProjectMemberUpdateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProjectMemberUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProjectMemberUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10981,6 +11466,11 @@ func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON500() *ErrorModel 
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProjectMemberUpdateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r ProjectMemberUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -11018,6 +11508,11 @@ type RoomsCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsCreateResponse503Headers the declared response headers of an HTTP 503 response for RoomsCreate
+type RoomsCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11033,8 +11528,12 @@ type RoomsCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11065,6 +11564,11 @@ func (r RoomsCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11104,6 +11608,11 @@ type RoomsDeleteResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsDeleteResponse503Headers the declared response headers of an HTTP 503 response for RoomsDelete
+type RoomsDeleteResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11119,8 +11628,12 @@ type RoomsDeleteResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsDeleteResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -11151,6 +11664,11 @@ func (r RoomsDeleteResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsDeleteResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsDeleteResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11190,6 +11708,11 @@ type RoomsGetResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsGetResponse503Headers the declared response headers of an HTTP 503 response for RoomsGet
+type RoomsGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11207,8 +11730,12 @@ type RoomsGetResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11244,6 +11771,11 @@ func (r RoomsGetResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsGetResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsGetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11283,6 +11815,11 @@ type RoomsUpdateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsUpdateResponse503Headers the declared response headers of an HTTP 503 response for RoomsUpdate
+type RoomsUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11300,8 +11837,12 @@ type RoomsUpdateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11337,6 +11878,11 @@ func (r RoomsUpdateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsUpdateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsUpdateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11376,6 +11922,11 @@ type RoomsMembersListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsMembersListResponse503Headers the declared response headers of an HTTP 503 response for RoomsMembersList
+type RoomsMembersListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsMembersListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11393,8 +11944,12 @@ type RoomsMembersListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsMembersListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsMembersListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11430,6 +11985,11 @@ func (r RoomsMembersListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsMembersListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsMembersListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11469,6 +12029,11 @@ type RoomsMembersDeleteResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsMembersDeleteResponse503Headers the declared response headers of an HTTP 503 response for RoomsMembersDelete
+type RoomsMembersDeleteResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsMembersDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11486,8 +12051,12 @@ type RoomsMembersDeleteResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsMembersDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsMembersDeleteResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -11523,6 +12092,11 @@ func (r RoomsMembersDeleteResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsMembersDeleteResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsMembersDeleteResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11562,6 +12136,11 @@ type RoomsMembersPutResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RoomsMembersPutResponse503Headers the declared response headers of an HTTP 503 response for RoomsMembersPut
+type RoomsMembersPutResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomsMembersPutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11579,8 +12158,12 @@ type RoomsMembersPutResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomsMembersPutResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomsMembersPutResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11616,6 +12199,11 @@ func (r RoomsMembersPutResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RoomsMembersPutResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RoomsMembersPutResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11655,6 +12243,11 @@ type RunListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RunListResponse503Headers the declared response headers of an HTTP 503 response for RunList
+type RunListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RunListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11668,8 +12261,12 @@ type RunListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11695,6 +12292,11 @@ func (r RunListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RunListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RunListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11734,6 +12336,11 @@ type RunGetResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RunGetResponse503Headers the declared response headers of an HTTP 503 response for RunGet
+type RunGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RunGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11749,8 +12356,12 @@ type RunGetResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11781,6 +12392,11 @@ func (r RunGetResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RunGetResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RunGetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11820,6 +12436,11 @@ type RunAttemptListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RunAttemptListResponse503Headers the declared response headers of an HTTP 503 response for RunAttemptList
+type RunAttemptListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RunAttemptListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11835,8 +12456,12 @@ type RunAttemptListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunAttemptListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunAttemptListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11867,6 +12492,11 @@ func (r RunAttemptListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RunAttemptListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RunAttemptListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11906,6 +12536,11 @@ type RunCancelResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RunCancelResponse503Headers the declared response headers of an HTTP 503 response for RunCancel
+type RunCancelResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RunCancelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11923,8 +12558,12 @@ type RunCancelResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunCancelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunCancelResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11960,6 +12599,11 @@ func (r RunCancelResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RunCancelResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RunCancelResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11999,6 +12643,11 @@ type RunRetryResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// RunRetryResponse503Headers the declared response headers of an HTTP 503 response for RunRetry
+type RunRetryResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RunRetryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12016,8 +12665,12 @@ type RunRetryResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunRetryResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunRetryResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -12053,6 +12706,11 @@ func (r RunRetryResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r RunRetryResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RunRetryResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12092,6 +12750,11 @@ type TaskListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskListResponse503Headers the declared response headers of an HTTP 503 response for TaskList
+type TaskListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12105,8 +12768,12 @@ type TaskListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12132,6 +12799,11 @@ func (r TaskListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12171,6 +12843,11 @@ type TaskCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskCreateResponse503Headers the declared response headers of an HTTP 503 response for TaskCreate
+type TaskCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12186,8 +12863,12 @@ type TaskCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskCreateResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -12218,6 +12899,11 @@ func (r TaskCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12257,6 +12943,11 @@ type TaskDeleteResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskDeleteResponse503Headers the declared response headers of an HTTP 503 response for TaskDelete
+type TaskDeleteResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12270,8 +12961,12 @@ type TaskDeleteResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskDeleteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskDeleteResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -12297,6 +12992,11 @@ func (r TaskDeleteResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskDeleteResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskDeleteResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12336,6 +13036,11 @@ type TaskGetResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskGetResponse503Headers the declared response headers of an HTTP 503 response for TaskGet
+type TaskGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12351,8 +13056,12 @@ type TaskGetResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12383,6 +13092,11 @@ func (r TaskGetResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskGetResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskGetResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12422,6 +13136,11 @@ type TaskUpdateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskUpdateResponse503Headers the declared response headers of an HTTP 503 response for TaskUpdate
+type TaskUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12439,8 +13158,12 @@ type TaskUpdateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12476,6 +13199,11 @@ func (r TaskUpdateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskUpdateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskUpdateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12515,6 +13243,11 @@ type TaskBackfillResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskBackfillResponse503Headers the declared response headers of an HTTP 503 response for TaskBackfill
+type TaskBackfillResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskBackfillResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12530,8 +13263,12 @@ type TaskBackfillResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskBackfillResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskBackfillResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -12562,6 +13299,11 @@ func (r TaskBackfillResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskBackfillResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskBackfillResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12601,6 +13343,11 @@ type TaskRotateSecretResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskRotateSecretResponse503Headers the declared response headers of an HTTP 503 response for TaskRotateSecret
+type TaskRotateSecretResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskRotateSecretResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12618,8 +13365,12 @@ type TaskRotateSecretResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskRotateSecretResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskRotateSecretResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12655,6 +13406,11 @@ func (r TaskRotateSecretResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskRotateSecretResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskRotateSecretResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12694,6 +13450,11 @@ type TaskRunListResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskRunListResponse503Headers the declared response headers of an HTTP 503 response for TaskRunList
+type TaskRunListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskRunListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12709,8 +13470,12 @@ type TaskRunListResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskRunListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskRunListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12741,6 +13506,11 @@ func (r TaskRunListResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskRunListResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskRunListResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12780,6 +13550,11 @@ type TaskRunCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskRunCreateResponse503Headers the declared response headers of an HTTP 503 response for TaskRunCreate
+type TaskRunCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskRunCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12797,8 +13572,12 @@ type TaskRunCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskRunCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskRunCreateResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -12834,6 +13613,11 @@ func (r TaskRunCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r TaskRunCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskRunCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -12873,6 +13657,11 @@ type TaskRunBatchCreateResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// TaskRunBatchCreateResponse503Headers the declared response headers of an HTTP 503 response for TaskRunBatchCreate
+type TaskRunBatchCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type TaskRunBatchCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12892,8 +13681,12 @@ type TaskRunBatchCreateResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TaskRunBatchCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TaskRunBatchCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12936,6 +13729,11 @@ func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
 }
 
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r TaskRunBatchCreateResponse) GetBody() []byte {
 	return r.Body
@@ -12973,6 +13771,11 @@ type UsersRpcResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// UsersRpcResponse503Headers the declared response headers of an HTTP 503 response for UsersRpc
+type UsersRpcResponse503Headers struct {
+	RetryAfter *int
+}
+
 type UsersRpcResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12990,10 +13793,14 @@ type UsersRpcResponse struct {
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// ApplicationproblemJSON504 the response for an HTTP 504 `application/problem+json` response
 	ApplicationproblemJSON504 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UsersRpcResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UsersRpcResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -13029,6 +13836,11 @@ func (r UsersRpcResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r UsersRpcResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UsersRpcResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSON504 returns the response for an HTTP 504 `application/problem+json` response
@@ -13107,6 +13919,11 @@ type WsTicketResponse429Headers struct {
 	XRateLimitReset     *int
 }
 
+// WsTicketResponse503Headers the declared response headers of an HTTP 503 response for WsTicket
+type WsTicketResponse503Headers struct {
+	RetryAfter *int
+}
+
 type WsTicketResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13114,12 +13931,18 @@ type WsTicketResponse struct {
 	JSON201 *TicketBody
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *ErrorModel
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ErrorModel
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *WsTicketResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WsTicketResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -13132,6 +13955,11 @@ func (r WsTicketResponse) GetApplicationproblemJSON401() *ErrorModel {
 	return r.ApplicationproblemJSON401
 }
 
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r WsTicketResponse) GetApplicationproblemJSON422() *ErrorModel {
+	return r.ApplicationproblemJSON422
+}
+
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r WsTicketResponse) GetApplicationproblemJSON429() *ErrorModel {
 	return r.ApplicationproblemJSON429
@@ -13140,6 +13968,11 @@ func (r WsTicketResponse) GetApplicationproblemJSON429() *ErrorModel {
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
 func (r WsTicketResponse) GetApplicationproblemJSON500() *ErrorModel {
 	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WsTicketResponse) GetApplicationproblemJSON503() *ErrorModel {
+	return r.ApplicationproblemJSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -14481,6 +15314,13 @@ func ParseHealthReadyResponse(rsp *http.Response) (*HealthReadyResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest HealthBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
 	case rsp.StatusCode == 431:
 		break // No content-type
 
@@ -14566,6 +15406,13 @@ func ParseAdminDrainNodeResponse(rsp *http.Response) (*AdminDrainNodeResponse, e
 		}
 		response.ApplicationproblemJSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14607,6 +15454,16 @@ func ParseAdminDrainNodeResponse(rsp *http.Response) (*AdminDrainNodeResponse, e
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminDrainNodeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14668,6 +15525,13 @@ func ParseAdminListUsersResponse(rsp *http.Response) (*AdminListUsersResponse, e
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -14702,6 +15566,16 @@ func ParseAdminListUsersResponse(rsp *http.Response) (*AdminListUsersResponse, e
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminListUsersResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14770,6 +15644,13 @@ func ParseAdminGetUserResponse(rsp *http.Response) (*AdminGetUserResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -14804,6 +15685,16 @@ func ParseAdminGetUserResponse(rsp *http.Response) (*AdminGetUserResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminGetUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14879,6 +15770,13 @@ func ParseAdminUpdateUserResponse(rsp *http.Response) (*AdminUpdateUserResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -14913,6 +15811,16 @@ func ParseAdminUpdateUserResponse(rsp *http.Response) (*AdminUpdateUserResponse,
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminUpdateUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14974,6 +15882,13 @@ func ParseAdminDisconnectUserResponse(rsp *http.Response) (*AdminDisconnectUserR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15008,6 +15923,16 @@ func ParseAdminDisconnectUserResponse(rsp *http.Response) (*AdminDisconnectUserR
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminDisconnectUserResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15076,6 +16001,13 @@ func ParseAdminPasswordResetResponse(rsp *http.Response) (*AdminPasswordResetRes
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15110,6 +16042,16 @@ func ParseAdminPasswordResetResponse(rsp *http.Response) (*AdminPasswordResetRes
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminPasswordResetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15143,6 +16085,13 @@ func ParseApiKeyListResponse(rsp *http.Response) (*ApiKeyListResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15156,6 +16105,13 @@ func ParseApiKeyListResponse(rsp *http.Response) (*ApiKeyListResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15191,6 +16147,16 @@ func ParseApiKeyListResponse(rsp *http.Response) (*ApiKeyListResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ApiKeyListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15259,6 +16225,13 @@ func ParseApiKeyCreateResponse(rsp *http.Response) (*ApiKeyCreateResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15293,6 +16266,16 @@ func ParseApiKeyCreateResponse(rsp *http.Response) (*ApiKeyCreateResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ApiKeyCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15350,6 +16333,13 @@ func ParseApiKeyRevokeResponse(rsp *http.Response) (*ApiKeyRevokeResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15384,6 +16374,16 @@ func ParseApiKeyRevokeResponse(rsp *http.Response) (*ApiKeyRevokeResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ApiKeyRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15431,6 +16431,26 @@ func ParseAuthForgotResponse(rsp *http.Response) (*AuthForgotResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AuthForgotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15541,6 +16561,13 @@ func ParseAuthLogoutResponse(rsp *http.Response) (*AuthLogoutResponse, error) {
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15554,6 +16581,13 @@ func ParseAuthLogoutResponse(rsp *http.Response) (*AuthLogoutResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15589,6 +16623,16 @@ func ParseAuthLogoutResponse(rsp *http.Response) (*AuthLogoutResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AuthLogoutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15696,6 +16740,13 @@ func ParseAuthRegistrationResponse(rsp *http.Response) (*AuthRegistrationRespons
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15710,6 +16761,26 @@ func ParseAuthRegistrationResponse(rsp *http.Response) (*AuthRegistrationRespons
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AuthRegistrationResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15807,6 +16878,13 @@ func ParseClusterStatusResponse(rsp *http.Response) (*ClusterStatusResponse, err
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15820,6 +16898,13 @@ func ParseClusterStatusResponse(rsp *http.Response) (*ClusterStatusResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -15855,6 +16940,16 @@ func ParseClusterStatusResponse(rsp *http.Response) (*ClusterStatusResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ClusterStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15916,6 +17011,13 @@ func ParseEventsPublishResponse(rsp *http.Response) (*EventsPublishResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -15950,6 +17052,16 @@ func ParseEventsPublishResponse(rsp *http.Response) (*EventsPublishResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers EventsPublishResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16011,6 +17123,13 @@ func ParseHistoryReadResponse(rsp *http.Response) (*HistoryReadResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16045,6 +17164,16 @@ func ParseHistoryReadResponse(rsp *http.Response) (*HistoryReadResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers HistoryReadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16113,6 +17242,13 @@ func ParseInviteAcceptResponse(rsp *http.Response) (*InviteAcceptResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16147,6 +17283,16 @@ func ParseInviteAcceptResponse(rsp *http.Response) (*InviteAcceptResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers InviteAcceptResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16180,6 +17326,13 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16193,6 +17346,13 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16228,6 +17388,16 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16383,6 +17553,13 @@ func ParseMeSessionsRevokeResponse(rsp *http.Response) (*MeSessionsRevokeRespons
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16396,6 +17573,13 @@ func ParseMeSessionsRevokeResponse(rsp *http.Response) (*MeSessionsRevokeRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16431,6 +17615,16 @@ func ParseMeSessionsRevokeResponse(rsp *http.Response) (*MeSessionsRevokeRespons
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MeSessionsRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16492,6 +17686,13 @@ func ParsePresenceResponse(rsp *http.Response) (*PresenceResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16526,6 +17727,16 @@ func ParsePresenceResponse(rsp *http.Response) (*PresenceResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PresenceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16559,6 +17770,13 @@ func ParseProjectListResponse(rsp *http.Response) (*ProjectListResponse, error) 
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16572,6 +17790,13 @@ func ParseProjectListResponse(rsp *http.Response) (*ProjectListResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -16607,6 +17832,16 @@ func ParseProjectListResponse(rsp *http.Response) (*ProjectListResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16668,6 +17903,13 @@ func ParseProjectCreateResponse(rsp *http.Response) (*ProjectCreateResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16702,6 +17944,16 @@ func ParseProjectCreateResponse(rsp *http.Response) (*ProjectCreateResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16773,6 +18025,13 @@ func ParseProjectDeleteResponse(rsp *http.Response) (*ProjectDeleteResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16807,6 +18066,16 @@ func ParseProjectDeleteResponse(rsp *http.Response) (*ProjectDeleteResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16868,6 +18137,13 @@ func ParseProjectGetResponse(rsp *http.Response) (*ProjectGetResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -16902,6 +18178,16 @@ func ParseProjectGetResponse(rsp *http.Response) (*ProjectGetResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16970,6 +18256,13 @@ func ParseProjectRenameResponse(rsp *http.Response) (*ProjectRenameResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17004,6 +18297,16 @@ func ParseProjectRenameResponse(rsp *http.Response) (*ProjectRenameResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectRenameResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17072,6 +18375,13 @@ func ParseProjectInviteListResponse(rsp *http.Response) (*ProjectInviteListRespo
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17106,6 +18416,16 @@ func ParseProjectInviteListResponse(rsp *http.Response) (*ProjectInviteListRespo
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectInviteListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17181,6 +18501,13 @@ func ParseProjectInviteCreateResponse(rsp *http.Response) (*ProjectInviteCreateR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17215,6 +18542,16 @@ func ParseProjectInviteCreateResponse(rsp *http.Response) (*ProjectInviteCreateR
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectInviteCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17279,6 +18616,13 @@ func ParseProjectInviteRevokeResponse(rsp *http.Response) (*ProjectInviteRevokeR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17313,6 +18657,16 @@ func ParseProjectInviteRevokeResponse(rsp *http.Response) (*ProjectInviteRevokeR
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectInviteRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17377,6 +18731,13 @@ func ParseProjectLeaveResponse(rsp *http.Response) (*ProjectLeaveResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17411,6 +18772,16 @@ func ParseProjectLeaveResponse(rsp *http.Response) (*ProjectLeaveResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectLeaveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17472,6 +18843,13 @@ func ParseProjectMemberListResponse(rsp *http.Response) (*ProjectMemberListRespo
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17506,6 +18884,16 @@ func ParseProjectMemberListResponse(rsp *http.Response) (*ProjectMemberListRespo
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectMemberListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17577,6 +18965,13 @@ func ParseProjectMemberRemoveResponse(rsp *http.Response) (*ProjectMemberRemoveR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17611,6 +19006,16 @@ func ParseProjectMemberRemoveResponse(rsp *http.Response) (*ProjectMemberRemoveR
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectMemberRemoveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17686,6 +19091,13 @@ func ParseProjectMemberUpdateResponse(rsp *http.Response) (*ProjectMemberUpdateR
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17720,6 +19132,16 @@ func ParseProjectMemberUpdateResponse(rsp *http.Response) (*ProjectMemberUpdateR
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProjectMemberUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17781,6 +19203,13 @@ func ParseRoomsCreateResponse(rsp *http.Response) (*RoomsCreateResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17815,6 +19244,16 @@ func ParseRoomsCreateResponse(rsp *http.Response) (*RoomsCreateResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17879,6 +19318,13 @@ func ParseRoomsDeleteResponse(rsp *http.Response) (*RoomsDeleteResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -17913,6 +19359,16 @@ func ParseRoomsDeleteResponse(rsp *http.Response) (*RoomsDeleteResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17981,6 +19437,13 @@ func ParseRoomsGetResponse(rsp *http.Response) (*RoomsGetResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18015,6 +19478,16 @@ func ParseRoomsGetResponse(rsp *http.Response) (*RoomsGetResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18083,6 +19556,13 @@ func ParseRoomsUpdateResponse(rsp *http.Response) (*RoomsUpdateResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18117,6 +19597,16 @@ func ParseRoomsUpdateResponse(rsp *http.Response) (*RoomsUpdateResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18185,6 +19675,13 @@ func ParseRoomsMembersListResponse(rsp *http.Response) (*RoomsMembersListRespons
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18219,6 +19716,16 @@ func ParseRoomsMembersListResponse(rsp *http.Response) (*RoomsMembersListRespons
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsMembersListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18290,6 +19797,13 @@ func ParseRoomsMembersDeleteResponse(rsp *http.Response) (*RoomsMembersDeleteRes
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18324,6 +19838,16 @@ func ParseRoomsMembersDeleteResponse(rsp *http.Response) (*RoomsMembersDeleteRes
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsMembersDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18392,6 +19916,13 @@ func ParseRoomsMembersPutResponse(rsp *http.Response) (*RoomsMembersPutResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18426,6 +19957,16 @@ func ParseRoomsMembersPutResponse(rsp *http.Response) (*RoomsMembersPutResponse,
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomsMembersPutResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18480,6 +20021,13 @@ func ParseRunListResponse(rsp *http.Response) (*RunListResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18514,6 +20062,16 @@ func ParseRunListResponse(rsp *http.Response) (*RunListResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18575,6 +20133,13 @@ func ParseRunGetResponse(rsp *http.Response) (*RunGetResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18609,6 +20174,16 @@ func ParseRunGetResponse(rsp *http.Response) (*RunGetResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18670,6 +20245,13 @@ func ParseRunAttemptListResponse(rsp *http.Response) (*RunAttemptListResponse, e
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18704,6 +20286,16 @@ func ParseRunAttemptListResponse(rsp *http.Response) (*RunAttemptListResponse, e
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunAttemptListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18772,6 +20364,13 @@ func ParseRunCancelResponse(rsp *http.Response) (*RunCancelResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18806,6 +20405,16 @@ func ParseRunCancelResponse(rsp *http.Response) (*RunCancelResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunCancelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18874,6 +20483,13 @@ func ParseRunRetryResponse(rsp *http.Response) (*RunRetryResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18908,6 +20524,16 @@ func ParseRunRetryResponse(rsp *http.Response) (*RunRetryResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunRetryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18962,6 +20588,13 @@ func ParseTaskListResponse(rsp *http.Response) (*TaskListResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -18996,6 +20629,16 @@ func ParseTaskListResponse(rsp *http.Response) (*TaskListResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19057,6 +20700,13 @@ func ParseTaskCreateResponse(rsp *http.Response) (*TaskCreateResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19091,6 +20741,16 @@ func ParseTaskCreateResponse(rsp *http.Response) (*TaskCreateResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19148,6 +20808,13 @@ func ParseTaskDeleteResponse(rsp *http.Response) (*TaskDeleteResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19182,6 +20849,16 @@ func ParseTaskDeleteResponse(rsp *http.Response) (*TaskDeleteResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskDeleteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19243,6 +20920,13 @@ func ParseTaskGetResponse(rsp *http.Response) (*TaskGetResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19277,6 +20961,16 @@ func ParseTaskGetResponse(rsp *http.Response) (*TaskGetResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19345,6 +21039,13 @@ func ParseTaskUpdateResponse(rsp *http.Response) (*TaskUpdateResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19379,6 +21080,16 @@ func ParseTaskUpdateResponse(rsp *http.Response) (*TaskUpdateResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19440,6 +21151,13 @@ func ParseTaskBackfillResponse(rsp *http.Response) (*TaskBackfillResponse, error
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19474,6 +21192,16 @@ func ParseTaskBackfillResponse(rsp *http.Response) (*TaskBackfillResponse, error
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskBackfillResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19542,6 +21270,13 @@ func ParseTaskRotateSecretResponse(rsp *http.Response) (*TaskRotateSecretRespons
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19576,6 +21311,16 @@ func ParseTaskRotateSecretResponse(rsp *http.Response) (*TaskRotateSecretRespons
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskRotateSecretResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19637,6 +21382,13 @@ func ParseTaskRunListResponse(rsp *http.Response) (*TaskRunListResponse, error) 
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19671,6 +21423,16 @@ func ParseTaskRunListResponse(rsp *http.Response) (*TaskRunListResponse, error) 
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskRunListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19739,6 +21501,13 @@ func ParseTaskRunCreateResponse(rsp *http.Response) (*TaskRunCreateResponse, err
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19773,6 +21542,16 @@ func ParseTaskRunCreateResponse(rsp *http.Response) (*TaskRunCreateResponse, err
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskRunCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19848,6 +21627,13 @@ func ParseTaskRunBatchCreateResponse(rsp *http.Response) (*TaskRunBatchCreateRes
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	}
 
 	switch {
@@ -19882,6 +21668,16 @@ func ParseTaskRunBatchCreateResponse(rsp *http.Response) (*TaskRunBatchCreateRes
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TaskRunBatchCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -19950,6 +21746,13 @@ func ParseUsersRpcResponse(rsp *http.Response) (*UsersRpcResponse, error) {
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19991,6 +21794,16 @@ func ParseUsersRpcResponse(rsp *http.Response) (*UsersRpcResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UsersRpcResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20040,6 +21853,13 @@ func ParseWsTicketResponse(rsp *http.Response) (*WsTicketResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest ErrorModel
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20053,6 +21873,13 @@ func ParseWsTicketResponse(rsp *http.Response) (*WsTicketResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
 
 	}
 
@@ -20088,6 +21915,16 @@ func ParseWsTicketResponse(rsp *http.Response) (*WsTicketResponse, error) {
 			headers.XRateLimitReset = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers WsTicketResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
