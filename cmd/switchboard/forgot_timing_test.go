@@ -19,9 +19,10 @@ import (
 // another address, so the limit of mails per address never makes the two
 // alike. The lookup, the link and the mail happen after the answer; were
 // any of them in the request, the known addresses' median would be the
-// larger by database round trips and an SMTP exchange. A round whose medians differ by more is
-// measured again (at most three rounds): load from other processes moves
-// single requests, but a difference the code makes is in every round.
+// larger by database round trips and an SMTP exchange. A round whose
+// medians differ by more is measured again (at most three rounds): load
+// from other processes moves single requests either way, but a difference
+// the code makes is in every round, on the same side.
 func TestForgotPasswordTiming(t *testing.T) {
 	t.Parallel()
 	smtp := mailtest.Start(t, mailtest.Options{})
@@ -52,10 +53,20 @@ func TestForgotPasswordTiming(t *testing.T) {
 	// shares the replica with the lookup and mail of the last (that made
 	// every unknown address, measured right after a known one, the slower).
 	asked := 0
+	// Read from the registry, not by scraping /metrics: a scrape per poll
+	// would load the machine whose timing is measured.
 	handled := func() bool {
+		families, err := srv.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
 		done := 0.0
-		for _, outcome := range []string{"sent", "no_account", "limited", "failed", "dropped"} {
-			done += metric(t, srv, "switchboard_password_reset_mails_total", `outcome="`+outcome+`"`)
+		for _, f := range families {
+			if f.GetName() == "switchboard_password_reset_mails_total" {
+				for _, m := range f.GetMetric() {
+					done += m.GetCounter().GetValue()
+				}
+			}
 		}
 		return done >= float64(asked)
 	}
@@ -66,6 +77,7 @@ func TestForgotPasswordTiming(t *testing.T) {
 	}
 	measure("warm-up@example.com")
 	var diff float64
+	slower := map[bool]int{} // rounds more than 10 % apart, by whether known was the slower
 	for round := 1; round <= 3; round++ {
 		var known, unknown []time.Duration
 		for i := range tries {
@@ -80,8 +92,12 @@ func TestForgotPasswordTiming(t *testing.T) {
 		if diff <= 0.10 {
 			return
 		}
+		slower[mk > mu]++
 	}
-	t.Fatalf("the medians stayed %.1f %% apart over three rounds: the answer's time tells whether an account exists", 100*diff)
+	if slower[true] == 3 || slower[false] == 3 {
+		t.Fatalf("the medians stayed more than 10 %% apart, the same side slower, over three rounds (last %.1f %%): the answer's time tells whether an account exists", 100*diff)
+	}
+	t.Logf("the rounds differed by more than 10 %%, but not the same way each time: load, not the code")
 }
 
 func median(d []time.Duration) time.Duration {
