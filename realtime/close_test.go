@@ -47,7 +47,9 @@ func TestCloseFramesArrive(t *testing.T) {
 		t.Parallel()
 		// A small linger budget: the client outsends it before it reads
 		// the close, so the socket must stay open (unread) once it is spent.
-		n := startNode(t, dbURL, HubOptions{SendBuffer: 16, lingerBytes: 64 << 10, Limits: FrameLimits{ConnRate: 1e6, ConnBurst: 1e6, UserRate: 1e6, UserBurst: 1e6, UserBytes: 1 << 30}})
+		// WriteWait is how long the unread socket lingers: a loaded machine
+		// may take more than the default 10 s to read up to the close.
+		n := startNode(t, dbURL, HubOptions{SendBuffer: 16, lingerBytes: 64 << 10, WriteWait: 2 * time.Minute, Limits: FrameLimits{ConnRate: 1e6, ConnBurst: 1e6, UserRate: 1e6, UserBurst: 1e6, UserBytes: 1 << 30}})
 		user := uuid.NewString()
 		conn, _, err := websocket.DefaultDialer.Dial(n.url+"?user="+user, nil)
 		if err != nil {

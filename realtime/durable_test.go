@@ -236,7 +236,10 @@ func TestListenOutageIsCaughtUp(t *testing.T) {
 // before the test reads, and on a loaded machine it took longer than the
 // default 10 s, after which a write stuck on the full buffers cut the
 // socket (1006) — a reader gone, not the slow one under test.
-var slowReaderHub = HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4, WriteWait: 3 * time.Minute}
+// slowReaderHub waits long for a client that reads nothing while the test
+// publishes: for its writes, and for its pongs (a client answers pings only
+// while it reads, and publishing takes minutes on a loaded machine).
+var slowReaderHub = HubOptions{SendQueueBytes: 64 << 10, SendBuffer: 4, WriteWait: 3 * time.Minute, PingPeriod: 10 * time.Minute}
 
 func TestSlowReaderLosesNothing(t *testing.T) {
 	t.Parallel()

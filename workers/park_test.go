@@ -168,6 +168,22 @@ func TestRiverParks(t *testing.T) {
 		owner := dbtest.User(t, pool, nil).ID
 		r := parkingRiver(t, pool, 5*time.Second)
 		park(t, r)
+		// Parked is said as the park's stop begins; with no job running
+		// it ends at once, and from then on River fetches nothing. (A job
+		// fetched before it would be worked: a drain lets running jobs
+		// finish.)
+		testwait.For(t, 30*time.Second, "the park's stop to end", func() bool {
+			stopped := r.Client().Stopped()
+			if stopped == nil {
+				return false
+			}
+			select {
+			case <-stopped:
+				return true
+			default:
+				return false
+			}
+		})
 		r.Drain()
 		r.Wake()
 		r.Outlook(jobs.Outlook{Claim: 0, Job: jobs.NoWork, Available: true})
