@@ -61,9 +61,9 @@ type FairFetchParams struct {
 // another fetch): River takes a short fetch for an empty queue and fetches
 // again only when told.
 func FairFetch(ctx context.Context, q db.DB, p FairFetchParams) (res *riverdriver.JobGetAvailableResult, withheld bool, err error) {
-	projects, counts := make([]string, 0, len(p.Running)), make([]int32, 0, len(p.Running))
+	projects, counts := make([]string, 0, len(p.Running)), make([]int, 0, len(p.Running))
 	for project, n := range p.Running {
-		projects, counts = append(projects, project), append(counts, int32(min(n, 1<<30))) //nolint:gosec // bounded
+		projects, counts = append(projects, project), append(counts, n)
 	}
 	rows, err := q.Query(ctx, fairFetchSQL, p.Queue, p.Now, p.MaxToLock, p.ClientID, p.MaxAttemptedBy,
 		projects, counts, p.Share, p.MaxToLock-p.Reserve)
