@@ -63,7 +63,7 @@ func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 	}
 	params := make([]river.InsertManyParams, len(runs))
 	for i, r := range runs {
-		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: runInsertOpts(task.MaxAttempts, r.Priority)}
+		params[i] = river.InsertManyParams{Args: RunArgs{RunID: r.ID, TaskID: r.TaskID}, InsertOpts: runInsertOpts(projectID, task.MaxAttempts, r.Priority)}
 	}
 	if len(params) > 0 {
 		if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {

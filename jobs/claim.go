@@ -349,7 +349,7 @@ func (c *Claimer) enqueue(ctx context.Context, tx pgx.Tx, claimed []claimedTask,
 	var ahead bool
 	for i, r := range runs {
 		ct := byTask[r.TaskID]
-		opts := runInsertOpts(ct.maxAttempts, r.Priority)
+		opts := runInsertOpts(ct.project, ct.maxAttempts, r.Priority)
 		if ct.ahead {
 			// Not fetchable before its tick; InsertAvailable keeps it
 			// available rather than scheduled.

@@ -28,10 +28,12 @@ type RunArgs struct {
 // Kind is River's job kind.
 func (RunArgs) Kind() string { return runJobKind }
 
-// runInsertOpts gives the job its task's retry budget and its run's
-// priority (River's: 1 is fetched first).
-func runInsertOpts(maxAttempts, priority int) *river.InsertOpts {
-	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: maxAttempts, Priority: max(priority, 1)}
+// runInsertOpts gives the job its task's retry budget, its run's priority
+// (River's: 1 is fetched first) and its task's project in its metadata,
+// which River's producers share their fetches by (fairfetch.sql).
+func runInsertOpts(project string, maxAttempts, priority int) *river.InsertOpts {
+	return &river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: maxAttempts, Priority: max(priority, 1),
+		Metadata: projectMetadata(project)}
 }
 
 // Publisher delivers an event to the stream of one project, which every

@@ -2,7 +2,7 @@ package jobs
 
 import (
 	"context"
-	_ "embed" // backlog.sql
+	_ "embed" // backlog.sql, fairfetch.sql
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +39,12 @@ const runJobKind = "task_run"
 //
 //go:embed backlog.sql
 var backlogSQL string
+
+// fairFetchSQL is the fetch River's producers take jobs with (FairFetch):
+// River's JobGetAvailable, sharing the jobs between projects.
+//
+//go:embed fairfetch.sql
+var fairFetchSQL string
 
 // runJobs is the run jobs of one priority in state, as
 // river_job_prioritized_fetching_index (state, queue, priority,

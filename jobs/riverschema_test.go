@@ -96,6 +96,8 @@ func TestRiverSchema(t *testing.T) {
 			"CREATE INDEX river_job_prioritized_fetching_index ON river_job USING btree (state, queue, priority, scheduled_at, id)",
 			// A run's jobs by args (cancel, reconcile, withdraw).
 			"CREATE INDEX river_job_args_index ON river_job USING gin (args)",
+			// fairfetch.sql: available jobs by project, in River's order.
+			"CREATE INDEX river_job_project_fetching_index ON river_job USING btree (queue, COALESCE((metadata ->> 'project'::text), ''::text), priority, scheduled_at, id) WHERE (state = 'available'::river_job_state)",
 			// The legacy maintenance jobs by kind.
 			"CREATE INDEX river_job_kind ON river_job USING btree (kind)",
 		} {
@@ -139,7 +141,7 @@ func TestRiverInsertNotification(t *testing.T) {
 		}
 		return payload
 	}
-	if _, err := b.river.Insert(ctx, RunArgs{RunID: "r", TaskID: "t"}, runInsertOpts(1, 1)); err != nil {
+	if _, err := b.river.Insert(ctx, RunArgs{RunID: "r", TaskID: "t"}, runInsertOpts("", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
 	river := next("River's insert")
@@ -188,7 +190,7 @@ func TestRiverReadsWhatWeWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := runInsertOpts(1, 1)
+		opts := runInsertOpts("", 1, 1)
 		opts.ScheduledAt = time.Now().Add(time.Hour)
 		marked, mark := markInsertAvailable(ctx)
 		for _, tc := range []struct {

@@ -135,7 +135,7 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 	if err != nil {
 		return TriggerResult{}, err
 	}
-	if err := enqueueRun(ctx, tx, client, run, maxAttempts, req.RunAt); err != nil {
+	if err := enqueueRun(ctx, tx, client, run, req.ProjectID, maxAttempts, req.RunAt); err != nil {
 		return TriggerResult{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -172,8 +172,8 @@ func claimKey(ctx context.Context, tx pgx.Tx, taskID, key, runID string) (string
 // (Claimer.FetchableAt). A client without the middleware inserts it
 // scheduled: River's scheduler makes it available up to 5 s early and the run
 // starts at the first fetch poll after run_at, as in poll-only mode.
-func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, maxAttempts int, runAt *time.Time) error {
-	opts := runInsertOpts(maxAttempts, run.Priority)
+func enqueueRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], run Run, project string, maxAttempts int, runAt *time.Time) error {
+	opts := runInsertOpts(project, maxAttempts, run.Priority)
 	if runAt != nil {
 		opts.ScheduledAt = *runAt
 		ctx, _ = markInsertAvailable(ctx)

@@ -32,6 +32,7 @@ type BatchItemResult struct {
 // batch is a batch trigger on its way through TriggerBatch.
 type batch struct {
 	taskID  string
+	project string
 	items   []TriggerRequest
 	results []BatchItemResult
 	// firstOf maps an item to the earlier item of the batch with its
@@ -58,6 +59,7 @@ func TriggerBatch(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], pr
 		return nil, invalid("items", "a batch has 1 to %d items", MaxBatchItems)
 	}
 	b := newBatch(taskID, items, time.Now())
+	b.project = projectID
 	tx, err := q.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("trigger batch: %w", err)
@@ -201,7 +203,7 @@ func (b *batch) insert(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.
 	if err != nil {
 		return err
 	}
-	if err := enqueueRuns(ctx, tx, client, runs, reqs, maxAttempts); err != nil {
+	if err := enqueueRuns(ctx, tx, client, runs, reqs, b.project, maxAttempts); err != nil {
 		return err
 	}
 	for n, i := range fresh {
@@ -240,11 +242,11 @@ func claimKeys(ctx context.Context, tx pgx.Tx, taskID string, reqs []TriggerRequ
 
 // enqueueRuns inserts the runs' River jobs (runs[i] made for reqs[i]) in
 // one statement; delayed ones as enqueueRun does for one.
-func enqueueRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], runs []Run, reqs []TriggerRequest, maxAttempts int) error {
+func enqueueRuns(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], runs []Run, reqs []TriggerRequest, project string, maxAttempts int) error {
 	params := make([]river.InsertManyParams, len(runs))
 	var delayed bool
 	for i, r := range runs {
-		opts := runInsertOpts(maxAttempts, r.Priority)
+		opts := runInsertOpts(project, maxAttempts, r.Priority)
 		if at := reqs[i].RunAt; at != nil {
 			opts.ScheduledAt, delayed = *at, true
 		}

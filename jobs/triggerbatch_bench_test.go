@@ -31,7 +31,7 @@ func BenchmarkTriggerBatch(b *testing.B) {
 		params := make([]river.InsertManyParams, size)
 		for i := range items {
 			items[i] = TriggerRequest{IdempotencyKey: fmt.Sprintf("r%d-%d", r, i), Payload: json.RawMessage(fmt.Sprintf(`{"order":%d}`, i))}
-			params[i] = river.InsertManyParams{Args: RunArgs{RunID: fmt.Sprintf("r%d-%d", r, i), TaskID: task.ID}, InsertOpts: runInsertOpts(3, 1)}
+			params[i] = river.InsertManyParams{Args: RunArgs{RunID: fmt.Sprintf("r%d-%d", r, i), TaskID: task.ID}, InsertOpts: runInsertOpts("", 3, 1)}
 		}
 		start := time.Now()
 		if _, err := TriggerBatch(ctx, tb.pool, tb.river, tb.project, task.ID, items); err != nil {

@@ -115,8 +115,14 @@ func newRiver(opts RiverOptions, fetch fetchWatch) (*River, error) {
 	if r.act != nil {
 		cfg.Middleware = append(cfg.Middleware, r.act)
 	}
+	driver := riverDriver(opts.Pool, opts.ListenPool)
+	if opts.Work {
+		share := newFairShare(cmp.Or(opts.Workers.MaxWorkers, DefaultMaxWorkers), fetch)
+		cfg.Middleware = append(cfg.Middleware, share)
+		driver = &fairDriver{Driver: driver, pool: opts.Pool, share: share}
+	}
 	cfg.PollOnly = opts.PollOnly
-	client, err := river.NewClient(riverDriver(opts.Pool, opts.ListenPool), cfg)
+	client, err := river.NewClient(driver, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
