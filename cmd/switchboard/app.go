@@ -158,7 +158,7 @@ func (a *app) build() error {
 	wopts := web.Options{
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
-		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost,
+		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost, BodyReadTimeout: a.cfg.BodyReadTimeout,
 		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
 		Cluster: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}

@@ -132,6 +132,9 @@ func TestHostileInputs(t *testing.T) {
 	dbURL := dbtest.NewDatabaseURL(t)
 	cfg := testConfig(t, dbURL)
 	cfg.Roles = []string{config.RoleWeb} // no claim loop: state changes only by request
+	// Oversized bodies must meet the size limit (413), not the read
+	// timeout a loaded machine may reach first while reading 8 MiB.
+	cfg.BodyReadTimeout = 2 * time.Minute
 	srv := startServer(t, cfg)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {

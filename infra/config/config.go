@@ -45,6 +45,7 @@ type Config struct {
 	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
 	APIKeyRate       float64       `envconfig:"SWITCHBOARD_API_KEY_RATE" default:"50" desc:"requests per second per API key (its own bucket, not its owner's)"`
 	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
+	BodyReadTimeout  time.Duration `envconfig:"SWITCHBOARD_BODY_READ_TIMEOUT" default:"5s" desc:"how long a client has to send a request's body after its headers (1s-10m); slower, an API route answers 408"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
 	RunOutputMax     int           `envconfig:"SWITCHBOARD_RUN_OUTPUT_MAX_BYTES" default:"65536" desc:"largest webhook JSON response kept as a run's output (1024-1048576); a larger one is kept cut to this size, as a JSON string, flagged output_truncated"`
 	WebhookPrivate   bool          `envconfig:"SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" desc:"allow webhook targets on loopback, private, link-local and CGNAT addresses (cloud metadata stays refused); default true with the embedded PostgreSQL (a laptop: point a task at a local server), false with DATABASE_URL"`
@@ -222,6 +223,9 @@ func (c *Config) Validate() error {
 	}
 	if c.APIKeyRate < 0 || c.APIKeyBurst < 0 { // zero: the default
 		errs = append(errs, errors.New("SWITCHBOARD_API_KEY_RATE and SWITCHBOARD_API_KEY_BURST must be positive"))
+	}
+	if c.BodyReadTimeout != 0 && (c.BodyReadTimeout < time.Second || c.BodyReadTimeout > 10*time.Minute) {
+		errs = append(errs, fmt.Errorf("SWITCHBOARD_BODY_READ_TIMEOUT: %s is outside 1s-10m", c.BodyReadTimeout))
 	}
 	if c.RateLimitTimeout < 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_RATELIMIT_TIMEOUT must not be negative"))
