@@ -67,7 +67,9 @@ func (p *Problem) Error() string {
 	return fmt.Sprintf("%d %s", p.Status, msg)
 }
 
-// NetworkError is a request that got no HTTP answer.
+// NetworkError is a request that got no usable answer: the server could
+// not be reached, the connection dropped, or the answer was not the JSON
+// the route promises.
 type NetworkError struct{ Err error }
 
 func (e *NetworkError) Error() string { return e.Err.Error() }
@@ -112,7 +114,7 @@ func (c *Client) do(ctx context.Context, r request) error {
 		return nil
 	}
 	if err := json.Unmarshal(body, r.out); err != nil {
-		return fmt.Errorf("decode the answer of %s %s: %w", r.op.Method, r.op.Path, err)
+		return &NetworkError{Err: fmt.Errorf("decode the answer of %s %s: %w", r.op.Method, r.op.Path, err)}
 	}
 	return nil
 }
