@@ -111,6 +111,7 @@ type app struct {
 	url     string
 	project string
 	output  string
+	email   string // keys and logout: sign in as this account
 }
 
 func (a *app) root() *cobra.Command {

@@ -163,25 +163,50 @@ func readPassword() (string, error) {
 }
 
 func (a *app) logoutCommand() *cobra.Command {
-	return &cobra.Command{Use: "logout", Short: "revoke the stored login's API key and forget it", Args: args(),
+	c := &cobra.Command{Use: "logout", Short: "revoke the stored login's API key and forget it", Args: args(),
+		Long: "Revoke the API key `switchboard login` made and remove the stored login. Revoking a\n" +
+			"key needs the project's admin role, which a key without the admin scope lacks:\n" +
+			"--email signs in as a person to revoke it (the password is read from standard input,\n" +
+			"or asked for without echo on a terminal). The stored login is removed either way.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.storedLogin()
 			if err != nil || l.APIKey == "" {
 				return cmp.Or[error](err, usageError{errors.New("not logged in")})
 			}
-			var revoke error
-			if l.KeyID != "" {
-				cl := &apiclient.Client{BaseURL: l.URL, Token: l.APIKey, Project: l.Project}
-				revoke = cl.RevokeAPIKey(cmd.Context(), l.KeyID)
-			}
+			revoke := a.revokeLogin(cmd, l)
 			path, _ := a.loginPath()
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("remove the stored login: %w", err)
 			}
-			if revoke != nil && !apiclient.IsStatus(revoke, 401) {
-				return fmt.Errorf("forgot the login, but its key was not revoked (revoke %s with switchboard keys revoke): %w", l.KeyID, revoke)
+			if revoke != nil {
+				return fmt.Errorf("forgot the login, but its key %s is still valid (revoke it with switchboard keys revoke %s --email …): %w", l.KeyID, l.KeyID, revoke)
 			}
 			a.say("logged out of %s", l.URL)
 			return nil
 		}}
+	c.Flags().StringVar(&a.email, "email", "", "sign in as this account to revoke the key")
+	return c
+}
+
+// revokeLogin revokes the stored login's key (none made by login: nothing
+// to revoke), with a session of --email or with the key itself. A key
+// already refused (401) is as good as revoked.
+func (a *app) revokeLogin(cmd *cobra.Command, l login) error {
+	if l.KeyID == "" {
+		return nil
+	}
+	cl := &apiclient.Client{BaseURL: l.URL, Token: l.APIKey, Project: l.Project}
+	if a.email != "" {
+		s, end, err := a.signIn(cmd, l, a.email)
+		if err != nil {
+			return err
+		}
+		defer end()
+		cl = s
+	}
+	err := cl.RevokeAPIKey(cmd.Context(), l.KeyID)
+	if apiclient.IsStatus(err, 401) && a.email == "" {
+		return nil
+	}
+	return err
 }

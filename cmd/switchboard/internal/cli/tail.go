@@ -70,6 +70,9 @@ func (t *tail) connected(ctx context.Context) (bool, error) {
 			t.finish(r)
 		}
 	}
+	if !t.done() {
+		fmt.Fprintln(t.a.io.Stderr, "switchboard: following run events")
+	}
 	return t.done(), nil
 }
 
