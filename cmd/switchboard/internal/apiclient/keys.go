@@ -1,9 +1,6 @@
 package apiclient
 
-import (
-	"context"
-	"net/http"
-)
+import "context"
 
 // APIKeys lists the caller's keys, newest first, without secrets.
 func (c *Client) APIKeys(ctx context.Context) (APIKeyList, error) {
@@ -43,5 +40,5 @@ func (c *Client) Me(ctx context.Context) (User, error) {
 // NewTicket returns a single-use WebSocket ticket.
 func (c *Client) NewTicket(ctx context.Context) (Ticket, error) {
 	var t Ticket
-	return t, c.do(ctx, request{op: OpTicket, out: &t, header: http.Header{}})
+	return t, c.do(ctx, request{op: OpTicket, out: &t})
 }

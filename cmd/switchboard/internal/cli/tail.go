@@ -25,7 +25,14 @@ func (a *app) runTailCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t := &tail{a: a, cl: cl, task: task, named: len(got) > 0, waiting: slices.Clone(got)}
+			t := &tail{a: a, cl: cl, named: len(got) > 0, waiting: slices.Clone(got)}
+			if task != "" { // checked, and spelled as events spell it
+				k, err := cl.Task(cmd.Context(), task)
+				if err != nil {
+					return err
+				}
+				t.task = k.ID
+			}
 			err = cl.FollowRuns(cmd.Context(), apiclient.FollowOptions{Connected: t.connected, Dropped: t.dropped}, t.event)
 			if errors.Is(err, context.Canceled) {
 				return nil
@@ -58,18 +65,23 @@ type tail struct {
 }
 
 // connected reads each awaited run: one that finished before the socket
-// opened sends no more events.
+// opened sends no more events. The ones left are kept as the API spells
+// their ids, as events do.
 func (t *tail) connected(ctx context.Context) (bool, error) {
-	for _, id := range slices.Clone(t.waiting) {
+	var still []string
+	for _, id := range t.waiting {
 		r, err := t.cl.Run(ctx, id)
 		if err != nil {
 			return false, err
 		}
-		if r.Finished() {
-			t.print(apiclient.RunEvent{Event: "task.run." + r.Status, Run: r})
-			t.finish(r)
+		if !r.Finished() {
+			still = append(still, r.ID)
+			continue
 		}
+		t.print(apiclient.RunEvent{Event: "task.run." + r.Status, Run: r})
+		t.ended(r)
 	}
+	t.waiting = still
 	if !t.done() {
 		fmt.Fprintln(t.a.io.Stderr, "switchboard: following run events")
 	}
@@ -92,11 +104,15 @@ func (t *tail) event(ev apiclient.RunEvent) (bool, error) {
 
 // finish takes a finished run off the waiting list.
 func (t *tail) finish(r apiclient.Run) {
-	i := slices.Index(t.waiting, r.ID)
-	if i < 0 {
-		return
+	if i := slices.Index(t.waiting, r.ID); i >= 0 {
+		t.waiting = slices.Delete(t.waiting, i, i+1)
+		t.ended(r)
 	}
-	t.waiting = slices.Delete(t.waiting, i, i+1)
+}
+
+// ended notes an awaited run's end: the first that did not succeed is the
+// command's failure.
+func (t *tail) ended(r apiclient.Run) {
 	if r.Status != "succeeded" && t.failed == nil {
 		t.failed = runFailedError{run: r}
 	}
