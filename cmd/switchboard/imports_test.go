@@ -20,7 +20,9 @@ const module = "github.com/switchboard/switchboard"
 // infra/* depends on no project package outside infra, accounts on none
 // but infra, nothing outside cmd depends on workers, and no package
 // depends on the test kits (infra/testkit) but the kits themselves and the
-// HA check, a test program.
+// HA check, a test program; the command line (cmd/switchboard/internal/cli
+// and apiclient) depends on no project package but its own: it talks to a
+// server over the public API only.
 func TestImportGraph(t *testing.T) {
 	t.Parallel()
 	pkgs := goList(t, "-f", "{{.ImportPath}}", module+"/...")
@@ -39,6 +41,8 @@ func TestImportGraph(t *testing.T) {
 				t.Errorf("%s depends on workers: only cmd may", rel)
 			case under(depRel, "infra/testkit") && !under(rel, "infra/testkit") && rel != "cmd/switchboard-hacheck":
 				t.Errorf("%s depends on the test kit %s: only tests and the HA check may", rel, depRel)
+			case under(rel, cliDir) && !under(depRel, cliDir):
+				t.Errorf("%s depends on %s: the command line talks to a server over the public API only", rel, depRel)
 			}
 		}
 	}
@@ -67,6 +71,9 @@ func TestAdminCommandImports(t *testing.T) {
 		t.Error("admin.go does not import accounts: is this still the admin command?")
 	}
 }
+
+// cliDir holds the command line's packages.
+const cliDir = "cmd/switchboard/internal"
 
 func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
 

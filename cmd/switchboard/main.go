@@ -1,7 +1,10 @@
 // Command switchboard is the one binary: `serve` (default) runs the roles
 // named in SWITCHBOARD_ROLES, `migrate` applies migrations and exits,
 // `admin` grants and revokes the admin role, `version` prints the build
-// version, `openapi` prints the API's OpenAPI document. `--help` lists the configuration.
+// version, `openapi` prints the API's OpenAPI document, and `tasks`,
+// `runs`, `keys`, `login`, `logout` and `completion` are the command line
+// that talks to a server over its API (package cli). `--help` lists the
+// configuration.
 package main
 
 import (
@@ -10,8 +13,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
+	"github.com/switchboard/switchboard/cmd/switchboard/internal/cli"
 	"github.com/switchboard/switchboard/infra/config"
 	"github.com/switchboard/switchboard/infra/logging"
 )
@@ -44,6 +49,16 @@ Usage:
   switchboard healthcheck [URL]       exit 0 if this host's /healthz/ready answers 200 (container health checks)
   switchboard --help                  this text and every environment variable
 
+Command line (talks to a server over its API; SWITCHBOARD_URL and
+SWITCHBOARD_API_KEY, or a stored login; docs/cli.md):
+  switchboard login                   store a server and an API key
+  switchboard tasks list|get|create|update|pause|resume|delete|trigger|backfill|rotate-secret
+  switchboard runs list|get|cancel|retry|tail
+  switchboard keys list|create|revoke
+  switchboard completion bash|zsh|fish|powershell
+                                      print a shell completion script
+  switchboard tasks --help            (and so on) each command's flags
+
 Without DATABASE_URL every command uses the private PostgreSQL in
 SWITCHBOARD_DATA_DIR (starting it, or attaching to the one a running replica
 started). With DATABASE_URL set, serve also requires SWITCHBOARD_JWT_SECRET
@@ -60,6 +75,11 @@ func realMain(args []string) int {
 	cmd := "serve"
 	if len(args) > 0 {
 		cmd = args[0]
+	}
+	if slices.Contains(cli.Commands, cmd) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return cli.Main(ctx, args, cli.OS())
 	}
 	switch cmd {
 	case "-h", "--help", "help":
