@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -80,11 +81,37 @@ func (s *Server) notReady(ctx context.Context) string {
 	defer cancel()
 	for _, c := range s.checks {
 		if err := c.Check(ctx); err != nil {
-			s.opts.Logger.WarnContext(ctx, "not ready", "check", c.Name, "error", err)
-			return c.Name + ": " + readyReason(err)
+			reason := c.Name + ": " + readyReason(err)
+			if s.readyLog.due(reason, time.Now()) {
+				s.opts.Logger.WarnContext(ctx, "not ready", "check", c.Name, "error", err)
+			}
+			return reason
 		}
 	}
+	s.readyLog.due("", time.Now())
 	return ""
+}
+
+// readyLog decides when a failing readiness is logged: when its reason
+// changes, and once a minute while it lasts. Readiness is asked at every
+// probe and every /metrics scrape (switchboard_ready); a warning each time
+// would bury the rest of the log.
+type readyLog struct {
+	mu     sync.Mutex
+	reason string
+	at     time.Time
+}
+
+// due records reason ("" when ready) and reports whether to log it.
+func (l *readyLog) due(reason string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if reason == "" || (reason == l.reason && now.Sub(l.at) < time.Minute) {
+		l.reason = reason
+		return false
+	}
+	l.reason, l.at = reason, now
+	return true
 }
 
 // readyReason says why a check failed without the error's text, which may

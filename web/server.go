@@ -128,7 +128,8 @@ type Server struct {
 	// resetMail sends forgot-password mail after the answer.
 	resetMail *resetMailer
 
-	checks []ReadyCheck // readiness, in order
+	checks   []ReadyCheck // readiness, in order
+	readyLog readyLog     // when a failing readiness is logged
 
 	basicCache *basicAuthCache
 	// idemWait overrides idempotencyWait (tests).
