@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 )
+
 // TestReadyLogIsNotEveryProbe: a failing readiness is logged when its
 // reason changes and once a minute while it lasts, not at every probe and
 // scrape.
