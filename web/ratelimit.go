@@ -169,13 +169,7 @@ func documentRateLimits(_ *huma.OpenAPI, op *huma.Operation) {
 	if _, ok := op.Responses["429"]; ok {
 		return
 	}
-	var problem *huma.Response
-	for code, r := range op.Responses {
-		if code != "" && code[0] >= '4' && r.Content != nil {
-			problem = r
-			break
-		}
-	}
+	problem := problemResponse(op)
 	if problem == nil {
 		return // only a default error answer, which covers 429 too
 	}

@@ -51,13 +51,7 @@ func documentCommonProblems(_ *huma.OpenAPI, op *huma.Operation) {
 	if op.Responses == nil {
 		return
 	}
-	var problem *huma.Response
-	for code, r := range op.Responses {
-		if code != "" && code[0] >= '4' && r.Content != nil {
-			problem = r
-			break
-		}
-	}
+	problem := problemResponse(op)
 	if problem == nil {
 		return // only a default error answer, which covers these too
 	}
@@ -71,4 +65,16 @@ func documentCommonProblems(_ *huma.OpenAPI, op *huma.Operation) {
 			Headers:     map[string]*huma.Param{"Retry-After": {Description: "seconds to wait before trying again", Schema: &huma.Schema{Type: huma.TypeInteger}}},
 		}
 	}
+}
+
+// problemResponse is one of op's documented 4xx answers (a problem+json
+// body), whose content other documented problems reuse; nil when op
+// documents none.
+func problemResponse(op *huma.Operation) *huma.Response {
+	for code, r := range op.Responses {
+		if code != "" && code[0] >= '4' && r.Content != nil {
+			return r
+		}
+	}
+	return nil
 }

@@ -83,15 +83,7 @@ func (a *app) showRun(r apiclient.Run) error {
 
 // withRun is a command on one run by id.
 func (a *app) withRun(use, short string, run func(cmd *cobra.Command, cl *apiclient.Client, id string) error) *cobra.Command {
-	return &cobra.Command{Use: use + " RUN_ID", Short: short, Args: args("RUN_ID"),
-		ValidArgsFunction: a.completeRuns,
-		RunE: func(cmd *cobra.Command, got []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			return run(cmd, cl, got[0])
-		}}
+	return a.withID(use, short, "RUN_ID", a.completeRuns, run)
 }
 
 // runWithAttempts is a run and its attempts, as -o json prints it.

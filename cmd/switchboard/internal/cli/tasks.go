@@ -123,10 +123,17 @@ func (a *app) showTask(k apiclient.Task) error {
 	return a.show(k, func() *table { return taskFields(k) })
 }
 
-// withTask is a command on one task by id: run gets the client and id.
+// withTask is a command on one task by id.
 func (a *app) withTask(use, short string, run func(cmd *cobra.Command, cl *apiclient.Client, id string) error) *cobra.Command {
-	return &cobra.Command{Use: use + " TASK_ID", Short: short, Args: args("TASK_ID"),
-		ValidArgsFunction: a.completeTasks,
+	return a.withID(use, short, "TASK_ID", a.completeTasks, run)
+}
+
+// withID is a command on one resource named by its id (the argument
+// called arg, completed by complete): run gets the client and the id.
+func (a *app) withID(use, short, arg string, complete cobra.CompletionFunc,
+	run func(cmd *cobra.Command, cl *apiclient.Client, id string) error) *cobra.Command {
+	return &cobra.Command{Use: use + " " + arg, Short: short, Args: args(arg),
+		ValidArgsFunction: complete,
 		RunE: func(cmd *cobra.Command, got []string) error {
 			cl, err := a.client()
 			if err != nil {
