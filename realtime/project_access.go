@@ -106,13 +106,13 @@ func (p Projects) DeniedProjects(ctx context.Context, ask map[string][]string) (
 }
 
 // openingFollows reads what a new socket of user follows from the start:
-// its projects, and the head of its user stream and of each project
-// stream, read before the socket is indexed.
+// its projects, and the head of its user stream, of its inbox and of each
+// project stream, read before the socket is indexed.
 func (h *Hub) openingFollows(ctx context.Context, user string) (map[string]struct{}, map[string]*position, error) {
 	projects := map[string]struct{}{}
 	names := []string{}
 	if name := stream.UserStream(user); stream.ValidateStream(name) == nil {
-		names = append(names, name)
+		names = append(names, name, stream.InboxStream(user))
 	}
 	if h.opts.Projects != nil && len(names) > 0 {
 		ids, err := h.opts.Projects.UserProjects(ctx, user)

@@ -21,8 +21,8 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 	if err := json.Unmarshal(payload, &p); err != nil || p.Streams == nil {
 		return fmt.Errorf(`resume payload must be {"streams":{"<stream>":{"offset":<int>,"epoch":"<epoch>"}}}`)
 	}
-	if len(p.Streams) > h.opts.MaxRooms+1+maxConnectProjects {
-		return fmt.Errorf("resume names %d streams; at most %d (the user's, one per room and one per project)", len(p.Streams), h.opts.MaxRooms+1+maxConnectProjects)
+	if most := h.opts.MaxRooms + 2 + maxConnectProjects; len(p.Streams) > most {
+		return fmt.Errorf("resume names %d streams; at most %d (the user's, its inbox, one per room and one per project)", len(p.Streams), most)
 	}
 	names := slices.Sorted(maps.Keys(p.Streams))
 	for _, name := range names {
@@ -55,14 +55,14 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 			continue
 		}
 		c.mu.Lock()
-		h.followLocked(c, stream.UserStream(c.user), &pos, nil, req) // the canonical name
+		h.followLocked(c, ownStream(c, name), &pos, nil, req)
 		c.mu.Unlock()
 	}
 	return nil
 }
 
-// checkResumable: the user's own stream, a project's (resumeProject
-// checks the membership), or a room's.
+// checkResumable: the user's own stream or inbox, a project's
+// (resumeProject checks the membership), or a room's.
 func (h *Hub) checkResumable(c *client, name string, pos position) error {
 	if pos.Offset < 0 {
 		return fmt.Errorf("resume %q: offset %d is negative", name, pos.Offset)
@@ -70,15 +70,26 @@ func (h *Hub) checkResumable(c *client, name string, pos position) error {
 	if err := stream.ValidateStream(name); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
-	if user, ok := strings.CutPrefix(name, "user:"); ok {
-		if id, err := NormalizeUserID(user); err != nil || id != c.user {
-			return fmt.Errorf("resume %q: a connection follows only its own user stream, user:%s", name, c.user)
+	for _, prefix := range []string{"user:", "inbox:"} {
+		if user, ok := strings.CutPrefix(name, prefix); ok {
+			if id, err := NormalizeUserID(user); err != nil || id != c.user {
+				return fmt.Errorf("resume %q: a connection follows only its own %s stream, %s%s", name, strings.TrimSuffix(prefix, ":"), prefix, c.user)
+			}
+			return nil
 		}
-		return nil
 	}
 	if streamProject(name) != "" {
 		return nil
 	}
 	_, room := streamTarget(name)
 	return names.Room(room)
+}
+
+// ownStream is the canonical name of c's user stream or inbox, whichever
+// name (checked by checkResumable) is.
+func ownStream(c *client, name string) string {
+	if strings.HasPrefix(name, "inbox:") {
+		return stream.InboxStream(c.user)
+	}
+	return stream.UserStream(c.user)
 }

@@ -111,7 +111,7 @@ func streamOf(ev Event) string {
 	case ephemeral(ev.Event):
 		return ""
 	case ev.To != "":
-		return stream.UserStream(ev.To)
+		return recipientStream(ev.To, ev.From)
 	case ev.Room != "":
 		return stream.RoomStream(ev.Room)
 	case ev.Project != "":
@@ -120,10 +120,25 @@ func streamOf(ev Event) string {
 	return ""
 }
 
-// streamTarget is the user or room whose sockets follow a stream; neither
-// for a project's stream (streamProject).
+// recipientStream is the stream of an event addressed to user to: its
+// inbox when another user sent it, its own stream when the user itself or
+// the server (from empty) did. Each has its own retention, so what others
+// send can push out only what others sent.
+func recipientStream(to, from string) string {
+	if from != "" && !strings.EqualFold(from, to) {
+		return stream.InboxStream(to)
+	}
+	return stream.UserStream(to)
+}
+
+// streamTarget is the user or room whose sockets follow a stream (a user
+// follows its user stream and its inbox); neither for a project's stream
+// (streamProject).
 func streamTarget(name string) (user, room string) {
 	if u, ok := strings.CutPrefix(name, "user:"); ok {
+		return u, ""
+	}
+	if u, ok := strings.CutPrefix(name, "inbox:"); ok {
 		return u, ""
 	}
 	r, _ := strings.CutPrefix(name, "room:")

@@ -22,7 +22,7 @@ const maxEventBytes = 64 << 10
 
 type eventInput struct {
 	Body struct {
-		To      string          `json:"to,omitempty" format:"uuid" doc:"user id: every connection of that user; exactly one of to and room"`
+		To      string          `json:"to,omitempty" format:"uuid" doc:"user id: every connection of that user (stored in its inbox:<id> stream, or in user:<id> when it is you); exactly one of to and room"`
 		Room    string          `json:"room,omitempty" minLength:"1" maxLength:"128" doc:"room: every member on every node; exactly one of to and room. 1-128 bytes, no control characters, no white space at either end"`
 		Event   string          `json:"event" minLength:"1" maxLength:"64" pattern:"^[A-Za-z0-9][A-Za-z0-9._:-]*$" doc:"event name: letters, digits and . _ : -; names starting task., rpc., server. and room. are reserved"`
 		Payload json.RawMessage `json:"payload,omitempty" doc:"any JSON value"`
@@ -38,9 +38,12 @@ type eventOutput struct {
 func registerEvents(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "events-publish", Method: http.MethodPost, Path: "/v1/events",
-		Summary:     "Publish an event to a user or a room",
-		Description: "Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).",
-		Tags:        []string{"Realtime"}, Security: bearer, DefaultStatus: http.StatusAccepted,
+		Summary: "Publish an event to a user or a room",
+		Description: "Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. " +
+			"An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: " +
+			"what others send has its own retention and never pushes your own and the server's events out. " +
+			"Posting to a members-only room needs membership (403).",
+		Tags: []string{"Realtime"}, Security: bearer, DefaultStatus: http.StatusAccepted,
 		MaxBodyBytes: maxEventBytes,
 		Errors:       []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
 	}, s.publishEvent)

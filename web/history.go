@@ -22,7 +22,7 @@ type HistoryReader interface {
 }
 
 type historyInput struct {
-	Stream string `query:"stream" required:"true" minLength:"6" maxLength:"256" doc:"user:<your user id> or room:<room name>"`
+	Stream string `query:"stream" required:"true" minLength:"6" maxLength:"256" doc:"user:<your user id>, inbox:<your user id>, project:<project id> or room:<room name>"`
 	Since  int64  `query:"since" minimum:"0" doc:"the last offset you have: events after it are returned (0: from the oldest retained)"`
 	Epoch  string `query:"epoch" maxLength:"64" doc:"the epoch of since; when it is not the stream's, recovered is false"`
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"at most this many events (and at most the read budget in bytes, SWITCHBOARD_READ_BYTES, default 1 MiB: a page may hold fewer; read on from next_offset while more)"`
@@ -48,7 +48,8 @@ func registerHistory(api huma.API, s *Server) {
 	huma.Register(api, huma.Operation{
 		OperationID: "history-read", Method: http.MethodGet, Path: "/v1/history",
 		Summary: "Read a stream's stored events",
-		Description: "The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, " +
+		Description: "The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` " +
+			"(what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, " +
 			"as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. " +
 			"A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): " +
 			"while `more` is true, read on with `since` = `next_offset`.",
@@ -95,26 +96,22 @@ func (s *Server) projectHistoryStream(ctx context.Context, project string) (stri
 	return stream.ProjectStream(id.String()), nil
 }
 
-// historyStream checks that the caller may read name (its own user stream,
-// a stream of one of its projects, an open room, a members-only room it is
-// a member of; admins any) and returns its canonical form.
+// historyStream checks that the caller may read name (its own user stream
+// or inbox, a stream of one of its projects, an open room, a members-only
+// room it is a member of; admins any) and returns its canonical form.
 func (s *Server) historyStream(ctx context.Context, name string) (string, error) {
 	if user, ok := strings.CutPrefix(name, "user:"); ok {
-		id, err := realtime.NormalizeUserID(user)
-		if err != nil {
-			return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
-		}
-		if p := principal(ctx); id != p.UserID && !p.IsAdmin() {
-			return "", huma.Error403Forbidden("you may read only your own user stream, user:" + p.UserID)
-		}
-		return stream.UserStream(id), nil
+		return ownHistoryStream(ctx, "user", user, stream.UserStream)
+	}
+	if user, ok := strings.CutPrefix(name, "inbox:"); ok {
+		return ownHistoryStream(ctx, "inbox", user, stream.InboxStream)
 	}
 	if project, ok := strings.CutPrefix(name, "project:"); ok {
 		return s.projectHistoryStream(ctx, project)
 	}
 	room, ok := strings.CutPrefix(name, "room:")
 	if !ok {
-		return "", huma.Error422UnprocessableEntity(`stream must be "user:<user id>", "project:<project id>" or "room:<room name>"`)
+		return "", huma.Error422UnprocessableEntity(`stream must be "user:<user id>", "inbox:<user id>", "project:<project id>" or "room:<room name>"`)
 	}
 	if err := names.Room(room); err != nil {
 		return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
@@ -123,4 +120,18 @@ func (s *Server) historyStream(ctx context.Context, name string) (string, error)
 		return "", err
 	}
 	return stream.RoomStream(room), nil
+}
+
+// ownHistoryStream checks that the caller may read user's stream of kind
+// (user or inbox: its own; admins anyone's) and returns its canonical
+// name.
+func ownHistoryStream(ctx context.Context, kind, user string, canonical func(string) string) (string, error) {
+	id, err := realtime.NormalizeUserID(user)
+	if err != nil {
+		return "", huma.Error422UnprocessableEntity("stream: " + err.Error())
+	}
+	if p := principal(ctx); id != p.UserID && !p.IsAdmin() {
+		return "", huma.Error403Forbidden("you may read only your own " + kind + " stream, " + kind + ":" + p.UserID)
+	}
+	return canonical(id), nil
 }

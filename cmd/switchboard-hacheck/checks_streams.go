@@ -500,7 +500,7 @@ func newStreamPublisher(h *harness, from, to *user, victim int) *streamPublisher
 	return p
 }
 
-func (p *streamPublisher) stream() string { return "user:" + p.to.ID }
+func (p *streamPublisher) stream() string { return "inbox:" + p.to.ID }
 
 func (p *streamPublisher) run(ctx context.Context) {
 	var wg sync.WaitGroup

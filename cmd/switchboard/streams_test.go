@@ -68,17 +68,19 @@ func (r *reader) apply(t *testing.T, f realtime.Frame) {
 	}
 }
 
-// Three replicas publish concurrently — API events,
-// DMs from sockets on each, room messages, run events — to one user and one
-// room, and run events to the user's project, while the reader disconnects and resumes at random points on random
-// replicas: every offset arrives exactly once, in order, and nothing else.
+// Three replicas publish concurrently — API events and DMs from sockets on
+// each (to the reader's inbox), room messages, run events and a publish
+// task's events (to its user stream) — to one user and one room, and run
+// events to the user's project, while the reader disconnects and resumes
+// at random points on random replicas: every offset arrives exactly once,
+// in order, and nothing else.
 func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 	t.Parallel()
 	dbURL := dbtest.NewDatabaseURL(t)
 	servers := []*testServer{startServer(t, durableConfig(t, dbURL)), startServer(t, durableConfig(t, dbURL)), startServer(t, durableConfig(t, dbURL))}
 	readerTok, readerID := registerUser(t, servers[0], "reader@example.com")
 	const room, perKind, runs = "durable", 25, 4
-	userStream, roomStream := "user:"+readerID, "room:"+room
+	userStream, inboxStream, roomStream := "user:"+readerID, "inbox:"+readerID, "room:"+room
 
 	type sender struct {
 		tok string
@@ -149,7 +151,7 @@ func TestStreamsExactlyOnceAcrossResumes(t *testing.T) {
 	// The task's run events go to its project's stream, which the reader
 	// follows from its start as it does its user stream and the room.
 	projectStream := "project:" + task["project_id"].(string)
-	r := &reader{pos: map[string]streamPos{userStream: {}, roomStream: {}, projectStream: {}}, tags: map[string]int{}, runs: map[string]int{}}
+	r := &reader{pos: map[string]streamPos{userStream: {}, inboxStream: {}, roomStream: {}, projectStream: {}}, tags: map[string]int{}, runs: map[string]int{}}
 	total := len(want) + runs*4 // queued, running, succeeded, report.ready
 	deadline := time.Now().Add(90 * time.Second)
 	for connections := 1; ; connections++ {
@@ -282,31 +284,42 @@ func TestListenKilledLosesNothing(t *testing.T) {
 	}
 }
 
+// GET /v1/history reads a user's own stream and its inbox (what another
+// user sent it), a room's; never another user's.
 func TestHistory(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, durableConfig(t, dbtest.NewDatabaseURL(t)))
 	tok, id := registerUser(t, srv, "history@example.com")
-	otherTok, _ := registerUser(t, srv, "history-other@example.com")
+	otherTok, otherID := registerUser(t, srv, "history-other@example.com")
 	for i := range 3 {
 		if status, out := call(t, http.MethodPost, srv.URL+"/v1/events", map[string]any{"to": id, "event": "note", "payload": i}, otherTok); status != http.StatusAccepted {
 			t.Fatalf("publish: %d %v", status, out)
 		}
 	}
-	status, body := call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id+"&since=1", nil, tok)
+	if status, out := call(t, http.MethodPost, srv.URL+"/v1/events", map[string]any{"to": id, "event": "self", "payload": 9}, tok); status != http.StatusAccepted {
+		t.Fatalf("publish to oneself: %d %v", status, out)
+	}
+	status, body := call(t, http.MethodGet, srv.URL+"/v1/history?stream=inbox:"+id+"&since=1", nil, tok)
 	events, _ := body["events"].([]any)
 	if status != http.StatusOK || len(events) != 2 || body["last_offset"] != 3.0 || body["oldest_offset"] != 1.0 || body["recovered"] != true {
 		t.Fatalf("history: %d %v", status, body)
 	}
-	if e := events[0].(map[string]any); e["offset"] != 2.0 || e["stream"] != "user:"+id || e["epoch"] != body["epoch"] || e["payload"] != 1.0 || e["event"] != "note" {
+	if e := events[0].(map[string]any); e["offset"] != 2.0 || e["stream"] != "inbox:"+id || e["epoch"] != body["epoch"] || e["payload"] != 1.0 || e["event"] != "note" || e["from"] != otherID || e["to"] != id {
 		t.Fatalf("first event %v", e)
 	}
-	if status, body = call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id+"&since=1&epoch=other", nil, tok); status != http.StatusOK || body["recovered"] != false {
+	status, body = call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id, nil, tok)
+	if events, _ = body["events"].([]any); status != http.StatusOK || len(events) != 1 || events[0].(map[string]any)["event"] != "self" {
+		t.Fatalf("own stream: %d %v", status, body)
+	}
+	if status, body = call(t, http.MethodGet, srv.URL+"/v1/history?stream=inbox:"+id+"&since=1&epoch=other", nil, tok); status != http.StatusOK || body["recovered"] != false {
 		t.Fatalf("another epoch: %d %v", status, body)
 	}
-	if status, _ = call(t, http.MethodGet, srv.URL+"/v1/history?stream=user:"+id, nil, otherTok); status != http.StatusForbidden {
-		t.Fatalf("another user's stream: %d, want 403", status)
+	for _, name := range []string{"user:" + id, "inbox:" + id} {
+		if status, _ = call(t, http.MethodGet, srv.URL+"/v1/history?stream="+name, nil, otherTok); status != http.StatusForbidden {
+			t.Fatalf("another user's %s: %d, want 403", name, status)
+		}
 	}
-	for _, q := range []string{"stream=nope:x", "stream=room:%20x", "stream=user:42", "stream=room:a&limit=0", "stream=room:a&since=-1"} {
+	for _, q := range []string{"stream=nope:x", "stream=room:%20x", "stream=user:42", "stream=inbox:42", "stream=room:a&limit=0", "stream=room:a&since=-1"} {
 		if status, _ = call(t, http.MethodGet, srv.URL+"/v1/history?"+q, nil, tok); status != http.StatusUnprocessableEntity {
 			t.Errorf("%s: %d, want 422", q, status)
 		}

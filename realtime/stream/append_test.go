@@ -121,6 +121,7 @@ func TestAppend(t *testing.T) {
 		good := userStream()
 		bad := []stream.Event{
 			{Stream: "user:not-a-uuid", Event: "x"},
+			{Stream: "inbox:not-a-uuid", Event: "x"},
 			{Stream: "room:", Event: "x"},
 			{Stream: "elsewhere:x", Event: "x"},
 			{Stream: "room:a\x00b", Event: "x"},

@@ -1,5 +1,7 @@
-// Package stream owns durable event streams in Postgres: one per user and one
-// per room, each an ordered history of the events clients may need again.
+// Package stream owns durable event streams in Postgres: two per user (its
+// own and system events, and its inbox of other users' messages), one per
+// room and one per project, each an ordered history of the events clients
+// may need again.
 // Append stores a batch of events for many streams in one round trip and
 // numbers them per stream in commit order with no gaps; Read and ReadMany
 // return what a reconnecting client or a replica behind its LISTEN missed,
@@ -23,6 +25,7 @@ import (
 // Stream name prefixes.
 const (
 	userPrefix    = "user:"
+	inboxPrefix   = "inbox:"
 	roomPrefix    = "room:"
 	projectPrefix = "project:"
 )
@@ -30,8 +33,14 @@ const (
 // MaxStreamBytes bounds a stream name: "room:" and a 128-byte room name fit.
 const MaxStreamBytes = 256
 
-// UserStream is the stream of what is addressed to one user.
+// UserStream is the stream of what is addressed to one user by the user
+// itself or by the server.
 func UserStream(userID string) string { return userPrefix + userID }
+
+// InboxStream is the stream of what other users address to one user: its
+// retention is its own, so their messages never push the user's own and
+// system events out of UserStream.
+func InboxStream(userID string) string { return inboxPrefix + userID }
 
 // RoomStream is the stream of one room.
 func RoomStream(room string) string { return roomPrefix + room }
@@ -67,9 +76,9 @@ type Position struct {
 	TS     time.Time
 }
 
-// ValidateStream checks a stream name: "user:<uuid>", "project:<uuid>" or
-// "room:<name>",
-// valid UTF-8 without NUL bytes, at most MaxStreamBytes.
+// ValidateStream checks a stream name: "user:<uuid>", "inbox:<uuid>",
+// "project:<uuid>" or "room:<name>", valid UTF-8 without NUL bytes, at most
+// MaxStreamBytes.
 func ValidateStream(s string) error {
 	switch {
 	case len(s) > MaxStreamBytes:
@@ -81,6 +90,11 @@ func ValidateStream(s string) error {
 			return fmt.Errorf("%w: stream %q: a user stream is user:<uuid>", ErrInvalid, s)
 		}
 		return nil
+	case strings.HasPrefix(s, inboxPrefix):
+		if _, err := uuid.Parse(s[len(inboxPrefix):]); err != nil {
+			return fmt.Errorf("%w: stream %q: an inbox stream is inbox:<uuid>", ErrInvalid, s)
+		}
+		return nil
 	case strings.HasPrefix(s, projectPrefix):
 		if _, err := uuid.Parse(s[len(projectPrefix):]); err != nil {
 			return fmt.Errorf("%w: stream %q: a project stream is project:<uuid>", ErrInvalid, s)
@@ -89,7 +103,7 @@ func ValidateStream(s string) error {
 	case strings.HasPrefix(s, roomPrefix) && len(s) > len(roomPrefix):
 		return nil
 	}
-	return fmt.Errorf("%w: stream %q is neither user:<uuid>, project:<uuid> nor room:<name>", ErrInvalid, s)
+	return fmt.Errorf("%w: stream %q is neither user:<uuid>, inbox:<uuid>, project:<uuid> nor room:<name>", ErrInvalid, s)
 }
 
 // validText is what a Postgres text column accepts: UTF-8 without NUL.

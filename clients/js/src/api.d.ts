@@ -343,7 +343,7 @@ export interface paths {
         put?: never;
         /**
          * Publish an event to a user or a room
-         * @description Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+         * @description Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
          */
         post: operations["events-publish"];
         delete?: never;
@@ -361,7 +361,7 @@ export interface paths {
         };
         /**
          * Read a stream's stored events
-         * @description The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
+         * @description The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` (what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
          */
         get: operations["history-read"];
         put?: never;
@@ -1299,7 +1299,7 @@ export interface components {
             room?: string;
             /**
              * Format: uuid
-             * @description user id: every connection of that user; exactly one of to and room
+             * @description user id: every connection of that user (stored in its inbox:<id> stream, or in user:<id> when it is you); exactly one of to and room
              */
             to?: string;
         };
@@ -3442,7 +3442,7 @@ export interface operations {
         parameters: {
             query: {
                 /**
-                 * @description user:<your user id> or room:<room name>
+                 * @description user:<your user id>, inbox:<your user id>, project:<project id> or room:<room name>
                  * @example room:reports
                  */
                 stream: string;

@@ -885,7 +885,7 @@ type EventInputBody struct {
 	// Room room: every member on every node; exactly one of to and room. 1-128 bytes, no control characters, no white space at either end
 	Room *string `json:"room,omitempty"`
 
-	// To user id: every connection of that user; exactly one of to and room
+	// To user id: every connection of that user (stored in its inbox:<id> stream, or in user:<id> when it is you); exactly one of to and room
 	To *openapi_types.UUID `json:"to,omitempty"`
 }
 
@@ -1573,7 +1573,7 @@ type EventsPublishParams struct {
 
 // HistoryReadParams defines parameters for HistoryRead.
 type HistoryReadParams struct {
-	// Stream user:<your user id> or room:<room name>
+	// Stream user:<your user id>, inbox:<your user id>, project:<project id> or room:<room name>
 	Stream string `form:"stream" json:"stream"`
 
 	// Since the last offset you have: events after it are returned (0: from the oldest retained)
@@ -2184,7 +2184,7 @@ type ClientInterface interface {
 
 	// EventsPublishWithBody Publish an event to a user or a room
 	//
-	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2193,7 +2193,7 @@ type ClientInterface interface {
 
 	// EventsPublish Publish an event to a user or a room
 	//
-	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2202,7 +2202,7 @@ type ClientInterface interface {
 
 	// HistoryRead Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
+	// The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` (what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Corresponds with GET /v1/history (the `HistoryRead` operationId).
 	HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3101,7 +3101,7 @@ func (c *Client) ClusterStatus(ctx context.Context, reqEditors ...RequestEditorF
 
 // EventsPublishWithBody Publish an event to a user or a room
 //
-// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3120,7 +3120,7 @@ func (c *Client) EventsPublishWithBody(ctx context.Context, params *EventsPublis
 
 // EventsPublish Publish an event to a user or a room
 //
-// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3139,7 +3139,7 @@ func (c *Client) EventsPublish(ctx context.Context, params *EventsPublishParams,
 
 // HistoryRead Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
+// The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` (what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Corresponds with GET /v1/history (the `HistoryRead` operationId).
 func (c *Client) HistoryRead(ctx context.Context, params *HistoryReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7387,7 +7387,7 @@ type ClientWithResponsesInterface interface {
 
 	// EventsPublishWithBodyWithResponse Publish an event to a user or a room
 	//
-	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7396,7 +7396,7 @@ type ClientWithResponsesInterface interface {
 
 	// EventsPublishWithResponse Publish an event to a user or a room
 	//
-	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+	// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7405,7 +7405,7 @@ type ClientWithResponsesInterface interface {
 
 	// HistoryReadWithResponse Read a stream's stored events
 	//
-	// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
+	// The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` (what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14366,7 +14366,7 @@ func (c *ClientWithResponses) ClusterStatusWithResponse(ctx context.Context, req
 
 // EventsPublishWithBodyWithResponse Publish an event to a user or a room
 //
-// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14381,7 +14381,7 @@ func (c *ClientWithResponses) EventsPublishWithBodyWithResponse(ctx context.Cont
 
 // EventsPublishWithResponse Publish an event to a user or a room
 //
-// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. Posting to a members-only room needs membership (403).
+// Delivered to every connection of the user, or every member of the room, on every node. `from` is the caller. An event `to` another user is stored in their stream `inbox:<their id>`, one to yourself in `user:<your id>`: what others send has its own retention and never pushes your own and the server's events out. Posting to a members-only room needs membership (403).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14396,7 +14396,7 @@ func (c *ClientWithResponses) EventsPublishWithResponse(ctx context.Context, par
 
 // HistoryReadWithResponse Read a stream's stored events
 //
-// The events of `user:<your id>` (what was addressed to you) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
+// The events of `user:<your id>` (what you and the server addressed to you), `inbox:<your id>` (what other users addressed to you), `project:<id>` (a project's run events) or `room:<name>` after offset `since`, as the frames a WebSocket receives (with `stream`, `offset`, `epoch`). The same data a `resume` frame replays. A page holds at most `limit` events and at most the read budget in bytes (default 1 MiB; at least one event): while `more` is true, read on with `since` = `next_offset`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

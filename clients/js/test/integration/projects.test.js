@@ -76,8 +76,8 @@ test('a removed member gets project.removed and nothing of the project after it'
   assert.equal(m.streams()[stream], undefined, 'the position is forgotten');
   const seen = msgs.length;
 
-  // A run after the removal: the owner (on the other replica) sees it finish; a marker on
-  // the member's own stream, sent after that, comes before anything of the run could.
+  // A run after the removal: the owner (on the other replica) sees it finish; a marker in
+  // the member's inbox, sent after that, comes before anything of the run could.
   const second = await trigger();
   await until(o, 'message', () => ownerMsgs.some(finished(second)), 20_000);
   const marker = await cluster.api(cluster.nodes[1], 'POST', '/v1/events', { token: owner.token, body: { to: member.id, event: 'marker' } });
@@ -92,6 +92,6 @@ test('a removed member gets project.removed and nothing of the project after it'
   await cluster.nodes[0].stop('SIGTERM');
   const r = await resumed;
   assert.equal(r.streams[stream], undefined);
-  assert.ok(r.streams[`user:${member.id}`], 'the user stream is resumed');
+  assert.ok(r.streams[`inbox:${member.id}`], 'the inbox is resumed');
   assert.equal(removals.length, 1);
 });

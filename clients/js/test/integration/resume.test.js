@@ -75,7 +75,8 @@ test('the replica holding the socket is killed mid-stream: resumed elsewhere, ev
   const lobby = `room-${Math.random().toString(36).slice(2, 10)}`;
   await a.connect();
   await a.join(lobby);
-  const userStream = `user:${alice.id}`;
+  // Bob's events to Alice are stored in her inbox.
+  const inboxStream = `inbox:${alice.id}`;
   const roomStream = `room:${lobby}`;
 
   const N = 240;
@@ -97,7 +98,7 @@ test('the replica holding the socket is killed mid-stream: resumed elsewhere, ev
   pin.i = 1;
   await publish(node1, bob, bodies.slice(120)); // live, across the catch-up boundary
   const summary = () => JSON.stringify({
-    user: msgs.filter((m) => m.stream === userStream).map((m) => m.offset),
+    inbox: msgs.filter((m) => m.stream === inboxStream).map((m) => m.offset),
     room: msgs.filter((m) => m.stream === roomStream).map((m) => m.offset),
     resets, gaps, resumed, state: a.state,
   });
@@ -106,26 +107,26 @@ test('the replica holding the socket is killed mid-stream: resumed elsewhere, ev
 
   const notes = msgs.filter((m) => m.event === 'note');
   assert.equal(notes.length, N, 'nothing twice');
-  for (const s of [userStream, roomStream]) {
+  for (const s of [inboxStream, roomStream]) {
     const got = notes.filter((m) => m.stream === s);
     assert.equal(got.length, N / 2, s);
     const first = got[0].offset;
     assert.deepEqual(got.map((m) => m.offset), got.map((_, i) => first + i), `${s}: consecutive offsets`);
-    assert.deepEqual(got.map((m) => m.payload.n), bodies.map((b, n) => ((s === userStream) === (b.to !== undefined) ? n : -1)).filter((n) => n >= 0), `${s}: publish order`);
+    assert.deepEqual(got.map((m) => m.payload.n), bodies.map((b, n) => ((s === inboxStream) === (b.to !== undefined) ? n : -1)).filter((n) => n >= 0), `${s}: publish order`);
   }
   assert.deepEqual(resets, []);
   assert.deepEqual(gaps, []);
   await until(a, 'resumed', () => resumed.length >= 1); // after the catch-up, maybe after live events
   const last = resumed.at(-1).streams;
-  assert.equal(last[userStream]?.recovered, true, JSON.stringify(resumed));
+  assert.equal(last[inboxStream]?.recovered, true, JSON.stringify(resumed));
   assert.equal(last[roomStream]?.recovered, true, JSON.stringify(resumed));
-  assert.equal(a.streams()[userStream].recovered, true);
+  assert.equal(a.streams()[inboxStream].recovered, true);
   assert.equal(a.streams()[roomStream].recovered, true);
 });
 
 test('a position in another epoch is not recovered: reset, then live events', async (t) => {
   if (unsupported) return t.skip(unsupported);
-  const [erin, bob] = await Promise.all([cluster.register('erin'), cluster.register('bob')]);
+  const erin = await cluster.register('erin');
   const userStream = `user:${erin.id}`;
   const e = client(erin, { i: 1 }, { streams: { [userStream]: { offset: 3, epoch: 'not-an-epoch' } } });
   const msgs = collect(e, 'message');
@@ -136,12 +137,12 @@ test('a position in another epoch is not recovered: reset, then live events', as
   assert.equal(r.reason, 'not_recovered');
   assert.deepEqual(r.previous, { epoch: 'not-an-epoch', offset: 3 });
   assert.equal(e.streams()[userStream].recovered, false);
-  await publish(cluster.nodes[0], bob, [{ to: erin.id, event: 'note', payload: { n: 1 } }]);
+  await publish(cluster.nodes[0], erin, [{ to: erin.id, event: 'note', payload: { n: 1 } }]); // to herself: her user stream
   await until(e, 'message', () => msgs.some((m) => m.event === 'note'));
   assert.equal(e.streams()[userStream].epoch, msgs.find((m) => m.event === 'note').epoch);
 });
 
-test('DMs sent from a socket while the recipient is away come with its resume', async (t) => {
+test('DMs from another user arrive in the inbox stream, and those sent while the recipient is away come with its resume', async (t) => {
   if (unsupported) return t.skip(unsupported);
   const [fay, gus] = await Promise.all([cluster.register('fay'), cluster.register('gus')]);
   const f = client(fay, { i: 0 });
@@ -149,9 +150,11 @@ test('DMs sent from a socket while the recipient is away come with its resume', 
   const fMsgs = collect(f, 'message');
   await Promise.all([f.connect(), g.connect()]);
   g.send({ event: 'dm', to: fay.id, payload: { n: 0 } });
+  const inbox = `inbox:${fay.id}`;
   await until(f, 'message', () => fMsgs.some((m) => m.event === 'dm'));
-  const pos = f.streams()[`user:${fay.id}`];
-  assert.ok(pos && pos.offset >= 1, JSON.stringify(f.streams()));
+  const dm = fMsgs.find((m) => m.event === 'dm');
+  assert.deepEqual([dm.stream, dm.offset, dm.from, dm.to], [inbox, 1, gus.id, fay.id]);
+  assert.deepEqual(Object.keys(f.streams()), [inbox], 'nothing in her own stream');
 
   // Fay's socket drops; DMs sent meanwhile come with the resume.
   f.close();
@@ -163,8 +166,10 @@ test('DMs sent from a socket while the recipient is away come with its resume', 
   await f2.connect();
   await resumed;
   await until(f2, 'message', () => f2Msgs.filter((m) => m.event === 'dm').length >= 5, 15_000);
-  assert.deepEqual(f2Msgs.filter((m) => m.event === 'dm').map((m) => m.payload.n), [1, 2, 3, 4, 5]);
-  assert.equal(f2.streams()[`user:${fay.id}`].recovered, true);
+  const dms = f2Msgs.filter((m) => m.event === 'dm');
+  assert.deepEqual(dms.map((m) => m.payload.n), [1, 2, 3, 4, 5]);
+  assert.deepEqual(dms.map((m) => `${m.stream}#${m.offset}`), [2, 3, 4, 5, 6].map((o) => `${inbox}#${o}`));
+  assert.equal(f2.streams()[inbox].recovered, true);
 });
 
 test('a resume of rooms holding many read budgets gets every event once, in order, then resumed', async (t) => {
