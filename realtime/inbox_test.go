@@ -66,6 +66,32 @@ func TestInbox(t *testing.T) {
 		expectStored(t, c, inbox, 5, 5)
 	})
 
+	t.Run("a resume naming nothing learns where every followed stream starts", func(t *testing.T) {
+		t.Parallel()
+		user, other := uuid.NewString(), uuid.NewString()
+		inbox := stream.InboxStream(user)
+		sender := dial(t, a, other)
+		sender.send(t, Frame{Event: "dm", To: user, Payload: json.RawMessage(`1`)})
+		sender.send(t, Frame{Event: "dm", To: user, Payload: json.RawMessage(`2`)})
+		waitLast(t, a, inbox, 2)
+		c := dial(t, b, user)
+		c.send(t, Frame{Event: "resume", Payload: json.RawMessage(`{"streams":{}}`)})
+		got := resumedOf(t, c.next(t))
+		if r := got[inbox]; !r.Recovered || r.Offset != 2 || r.Epoch != r0(t, a, inbox) {
+			t.Fatalf("the inbox in resumed: %+v (all: %+v)", r, got)
+		}
+		if r, ok := got[stream.UserStream(user)]; !ok || !r.Recovered || r.Offset != 0 {
+			t.Fatalf("the user stream in resumed: %+v (all: %+v)", r, got)
+		}
+		// Away, then back from that position: what came meanwhile arrives.
+		_ = c.conn.Close()
+		sender.send(t, Frame{Event: "dm", To: user, Payload: json.RawMessage(`3`)})
+		waitLast(t, a, inbox, 3)
+		c = dial(t, a, user)
+		c.send(t, Frame{Event: "resume", Payload: json.RawMessage(fmt.Sprintf(`{"streams":{%q:{"offset":2,"epoch":%q}}}`, inbox, r0(t, a, inbox)))})
+		expectStored(t, c, inbox, 3, 3)
+	})
+
 	t.Run("another user's inbox is refused", func(t *testing.T) {
 		t.Parallel()
 		c := dial(t, a, uuid.NewString())

@@ -58,7 +58,32 @@ func (h *Hub) resume(c *client, payload json.RawMessage) error {
 		h.followLocked(c, ownStream(c, name), &pos, nil, req)
 		c.mu.Unlock()
 	}
+	h.resumedUnnamed(c, names, req)
 	return nil
+}
+
+// resumedUnnamed adds to req's answer every stream c follows that the
+// resume did not name (its user stream and inbox, its projects', a room's
+// joined before) with the position its deliveries on this socket start
+// from: a client that had no position in such a stream learns one at once,
+// so a later resume after a drop brings what arrived meanwhile. (Frames
+// after that position may reach the client before the answer; it keeps
+// the later position.)
+func (h *Hub) resumedUnnamed(c *client, names []string, req *resumeReq) {
+	named := make(map[string]bool, len(names))
+	for _, name := range names {
+		if strings.HasPrefix(name, "user:") || strings.HasPrefix(name, "inbox:") {
+			name = ownStream(c, name) // the canonical spelling of the user's id
+		}
+		named[name] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, f := range c.follows {
+		if !named[name] {
+			req.streams[name] = resumedStream{Recovered: true, Epoch: f.epoch, Offset: max(f.start, 0)}
+		}
+	}
 }
 
 // checkResumable: the user's own stream or inbox, a project's

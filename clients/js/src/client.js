@@ -217,19 +217,20 @@ export class RealtimeClient extends EventTarget {
     this.#pump();
   }
 
-  // The resume frame (when there is a position to resume) and a room.join per room.
+  // The resume frame and a room.join per room. The resume goes first on every socket, naming
+  // the streams there is a position in (none on a first connect): the server then delivers at
+  // once (it holds a new socket's streams for this first frame) and its `resumed` answer gives
+  // the position of every stream the socket follows, so a later resume misses nothing of a
+  // stream that had no event yet.
   #resumeItems() {
     const rooms = this.rooms;
     const wanted = [...this.#tracker.positions.keys()].filter((s) => !s.startsWith('room:') || this.#rooms.has(s.slice(5)));
     const items = [];
-    this.#resumeId = null;
-    if (wanted.length > 0) {
-      this.#tracker.beginResume(wanted);
-      this.#resumeId = `resume-${++this.#seq}`;
-      items.push(this.#item({ event: 'resume', id: this.#resumeId, payload: { streams: this.#tracker.resumePayload(wanted) } }, { control: true }));
-      clearTimeout(this.#resumeTimer);
-      this.#resumeTimer = setTimeout(() => this.#resumeTimedOut(), this.#o.resumeTimeoutMs);
-    }
+    this.#tracker.beginResume(wanted);
+    this.#resumeId = `resume-${++this.#seq}`;
+    items.push(this.#item({ event: 'resume', id: this.#resumeId, payload: { streams: this.#tracker.resumePayload(wanted) } }, { control: true }));
+    clearTimeout(this.#resumeTimer);
+    this.#resumeTimer = setTimeout(() => this.#resumeTimedOut(), this.#o.resumeTimeoutMs);
     // The server's resume joins the rooms it names; a plain room.join as well keeps the
     // membership if it refused the resume, and changes nothing otherwise.
     for (const room of rooms) items.push(this.#joinItem(room, wanted.includes(`room:${room}`)));

@@ -74,6 +74,8 @@ export class StreamTracker {
       this.positions.set(s, { epoch, offset: frame.offset, recovered: null });
       return [{ type: 'deliver', frame }];
     }
+    // A position in a stream that had no event yet (epoch '', offset 0) continues in its first epoch.
+    if (pos.epoch === '' && pos.offset === 0) pos.epoch = epoch;
     if (pos.epoch !== epoch) return this.#epochChanged(s, pos, frame, epoch);
     if (frame.offset <= pos.offset) {
       this.duplicates++;

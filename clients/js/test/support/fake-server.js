@@ -52,6 +52,13 @@ export class FakeConnection {
       () => `${n} frames; got ${JSON.stringify(this.frames)}`);
   }
 
+  /** Every frame received but resume frames (each socket opens with one), once there are at least n. */
+  sent(n) {
+    const rest = () => this.frames.filter((f) => f.event !== 'resume');
+    return this.#waiters.wait(() => (rest().length >= n ? rest() : undefined),
+      () => `${n} frames besides resume; got ${JSON.stringify(this.frames)}`);
+  }
+
   send(frame) { this.ws.send(JSON.stringify(frame)); }
   close(code, reason) { this.ws.close(code, reason); }
   drop() { this.ws.terminate(); }

@@ -229,6 +229,23 @@ test('recovered:false emits reset (the app refetches), then live events go on', 
   assert.equal(client.streams()[U].recovered, false);
 });
 
+test('a first socket opens with an empty resume; the streams its answer names are resumed after a drop', async (t) => {
+  const I = 'inbox:11111111-1111-4111-8111-111111111111';
+  const { server, client } = await setup(t);
+  const resumed = nextEvent(client, 'resumed');
+  await client.connect();
+  const c0 = await server.connection(0);
+  const first = await c0.frame();
+  assert.equal(first.event, 'resume');
+  assert.deepEqual(first.payload.streams, {});
+  // The server names every stream the socket follows, with where it starts: no event came yet.
+  c0.send({ event: 'resumed', payload: { streams: { [U]: { recovered: true, epoch: '', offset: 0 }, [I]: { recovered: true, epoch: 'ei', offset: 4 } } } });
+  await resumed;
+  c0.drop();
+  const c1 = await server.connection(1);
+  assert.deepEqual((await c1.frame((f) => f.event === 'resume')).payload.streams, { [U]: { offset: 0, epoch: '' }, [I]: { offset: 4, epoch: 'ei' } });
+});
+
 test('project.removed forgets the project stream: the next resume does not name it', async (t) => {
   const P = 'project:22222222-2222-4222-8222-222222222222';
   const { server, client } = await setup(t);
@@ -287,7 +304,8 @@ test('send: queued while disconnected, written after resume and rejoin, in order
   assert.equal(client.queued, 3);
   await client.connect();
   const c0 = await server.connection(0);
-  const frames = await c0.count(4);
+  const frames = await c0.sent(4);
+  assert.equal(c0.frames[0].event, 'resume', 'every socket opens with a resume');
   assert.deepEqual(frames.map((f) => f.event), ['room.join', 'room.message', 'typing', 'room.message']);
   assert.deepEqual(frames.filter((f) => f.payload?.n).map((f) => f.payload.n), [1, 2]);
   assert.equal(client.queued, 0);
@@ -301,10 +319,10 @@ test('send: stored frames written just before a drop are sent again (so possibly
   client.send({ event: 'typing', room: 'lobby' });
   client.send({ event: 'dm', to: 'u2', payload: { n: 2 } });
   client.send({ event: 'room.message', room: 'lobby', payload: { n: 3 } }, { retry: false });
-  await c0.count(4);
+  await c0.sent(4);
   c0.drop();
   const c1 = await server.connection(1);
-  const again = await c1.count(2);
+  const again = await c1.sent(2);
   assert.deepEqual(again.map((f) => [f.event, f.payload.n]), [['room.message', 1], ['dm', 2]]);
 });
 
@@ -313,11 +331,11 @@ test('send: frames older than confirmMs are not sent again', async (t) => {
   await client.connect();
   const c0 = await server.connection(0);
   client.send({ event: 'room.message', room: 'lobby', payload: { n: 1 } });
-  await c0.count(1);
+  await c0.sent(1);
   c0.drop();
   const c1 = await server.connection(1);
   client.send({ event: 'typing', room: 'lobby' });
-  const frames = await c1.count(1);
+  const frames = await c1.sent(1);
   assert.deepEqual(frames.map((f) => f.event), ['typing']);
 });
 
@@ -338,9 +356,9 @@ test('send: frames are paced under the server rate limits', async (t) => {
   await client.connect();
   const c0 = await server.connection(0);
   for (let i = 0; i < 10; i++) client.send({ event: 'typing', to: 'u', payload: { i } });
-  assert.equal(client.queued, 7, 'a burst of 3 goes out at once, the rest waits for tokens');
+  assert.equal(client.queued, 8, 'a burst of 3 (the opening resume and two frames) goes out at once, the rest waits for tokens');
   frozen = false; // from now on every reading of the clock is 1 ms (one token) later
-  const frames = await c0.count(10);
+  const frames = await c0.sent(10);
   assert.deepEqual(frames.map((f) => f.payload.i), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
 });
 
@@ -388,7 +406,7 @@ test('joining a room the client has a position in (not in a resume) sends a posi
   client.join('x');
   const j = await c0.frame((f) => f.event === 'room.join');
   assert.deepEqual(j.payload, { offset: 7, epoch: 'e2' });
-  assert.equal(c0.frames.some((f) => f.event === 'resume'), false, 'a room stream is resumed only when the room is joined');
+  assert.equal(c0.frames.some((f) => f.event === 'resume' && 'room:x' in f.payload.streams), false, 'a room stream is resumed only when the room is joined');
 });
 
 test('an error with code rate_limited pauses writing for retry_after_ms', async (t) => {
@@ -402,7 +420,7 @@ test('an error with code rate_limited pauses writing for retry_after_ms', async 
   client.send({ event: 'typing', to: 'u' });
   assert.equal(client.queued, 1, 'held while paused');
   clock += 30;
-  await c0.count(1);
+  await c0.sent(1);
   assert.equal(client.queued, 0);
 });
 

@@ -21,6 +21,14 @@ test('StreamTracker', async (t) => {
     assert.deepEqual(tr.snapshot(), { 'user:a': { epoch: 'e1', offset: 3, recovered: null }, 'room:x': { epoch: 'e1', offset: 1, recovered: null } });
   });
 
+  await t.test('a stream known empty (epoch "", offset 0) takes its first epoch without a reset', () => {
+    const tr = new StreamTracker();
+    tr.resumed({ 'inbox:a': { recovered: true, epoch: '', offset: 0 } });
+    const out = [ev('inbox:a', 1, 'e7'), ev('inbox:a', 2, 'e7')].flatMap((f) => tr.accept(f));
+    assert.deepEqual(out.map((a) => a.type), ['deliver', 'deliver']);
+    assert.deepEqual(tr.snapshot()['inbox:a'], { epoch: 'e7', offset: 2, recovered: true });
+  });
+
   await t.test('a hole outside a resume is reported as a gap, then delivery goes on', () => {
     const tr = new StreamTracker();
     tr.accept(ev('user:a', 1));
