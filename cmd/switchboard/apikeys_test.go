@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -78,7 +79,18 @@ func TestIdempotencyKeyAcrossReplicas(t *testing.T) {
 		answers := make([]answer, 12)
 		var wg sync.WaitGroup
 		for i := range answers {
-			wg.Go(func() { answers[i] = postKeyed(t, servers[i%3].URL+path, token, key, body) })
+			wg.Go(func() {
+				// A duplicate waits 5 s for the first's answer, then is
+				// told to retry (409): on a loaded machine the first may
+				// take longer. A client retries, as docs/api.md says.
+				deadline := time.Now().Add(time.Minute)
+				for {
+					answers[i] = postKeyed(t, servers[i%3].URL+path, token, key, body)
+					if answers[i].status != http.StatusConflict || !bytes.Contains(answers[i].body, []byte("still in flight")) || time.Now().After(deadline) {
+						return
+					}
+				}
+			})
 		}
 		wg.Wait()
 		replays := 0
