@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // API keys are long-lived credentials for servers, sent wherever a user
@@ -31,8 +32,9 @@ const (
 	apiKeyShownLen = len(APIKeyPrefix) + 8 // the part lists show
 )
 
-// MaxAPIKeysPerUser bounds the keys of one account.
-const MaxAPIKeysPerUser = 100
+// maxListedKeys bounds a list of a project's keys: the largest api_keys
+// quota the configuration accepts.
+const maxListedKeys = 1000
 
 // Scopes of an API key.
 const (
@@ -44,7 +46,6 @@ const (
 // Errors of API keys, besides the refusals of AuthenticateAPIKey.
 var (
 	ErrAPIKeyNotFound = fmt.Errorf("%w: no such API key", db.ErrNotFound)
-	ErrTooManyAPIKeys = fmt.Errorf("%w: an account has at most %d API keys", db.ErrConflict, MaxAPIKeysPerUser)
 )
 
 // The refusals of a presented key; an expired key is refused with its
@@ -74,10 +75,11 @@ type NewAPIKey struct {
 
 // CreateAPIKey stores a new key of the project, made by the account, and
 // returns it with its secret, which is stored only as its hash and never
-// shown again. An account has at most MaxAPIKeysPerUser keys
-// (ErrTooManyAPIKeys); its row is locked, so concurrent creates count one
-// after the other. An unknown owner is ErrUserNotFound.
-func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewAPIKey) (APIKey, string, error) {
+// shown again. A project has at most lim.APIKeys keys (a
+// quota.ExceededError), counted under the project's api_keys lock, so
+// concurrent creates on any replicas count one after the other. An unknown
+// owner is ErrUserNotFound.
+func CreateAPIKey(ctx context.Context, q db.DB, lim quota.Limits, userID, projectID string, k NewAPIKey) (APIKey, string, error) {
 	secret := secretKind(APIKeyPrefix).newSecret()
 	scopes := []string{ScopeRead, ScopeWrite}
 	if len(k.Scopes) > 0 {
@@ -85,22 +87,17 @@ func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewA
 	}
 	var out APIKey
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		// Two statements: a count in the locking statement would read the
-		// snapshot taken before the lock was granted, without the keys the
-		// create that held it committed.
-		tag, err := tx.Exec(ctx, `SELECT FROM users WHERE id = $1 FOR UPDATE`, userID)
+		tag, err := tx.Exec(ctx, `SELECT FROM users WHERE id = $1`, userID)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return pgx.ErrNoRows // no such owner
 		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE user_id = $1`, userID).Scan(&n); err != nil {
+		err = quota.Take(ctx, tx, quota.APIKeys, lim.OrDefaults().APIKeys, projectID,
+			`SELECT count(*) FROM api_keys WHERE project_id = $1`, 1)
+		if err != nil {
 			return err
-		}
-		if n >= MaxAPIKeysPerUser {
-			return ErrTooManyAPIKeys
 		}
 		return scanAPIKey(tx.QueryRow(ctx, `
 			INSERT INTO api_keys (user_id, project_id, name, prefix, secret_hash, scopes, expires_at)
@@ -111,10 +108,10 @@ func CreateAPIKey(ctx context.Context, q db.DB, userID, projectID string, k NewA
 }
 
 // ListAPIKeys returns the project's keys, newest first (at most
-// MaxAPIKeysPerUser × 10).
+// maxListedKeys).
 func ListAPIKeys(ctx context.Context, q db.DB, projectID string) ([]APIKey, error) {
 	rows, err := q.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE project_id = $1
-		ORDER BY created_at DESC, id LIMIT $2`, projectID, MaxAPIKeysPerUser*10)
+		ORDER BY created_at DESC, id LIMIT $2`, projectID, maxListedKeys)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 func TestCreateAPIKey(t *testing.T) {
@@ -26,7 +28,7 @@ func TestCreateAPIKey(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
-		k, secret, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "ci"})
+		k, secret, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, owner.ID, owner.Project, accounts.NewAPIKey{Name: "ci"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func TestCreateAPIKey(t *testing.T) {
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
 		expires := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-		k, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{
+		k, _, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, owner.ID, owner.Project, accounts.NewAPIKey{
 			Name: "ops", Scopes: []string{accounts.ScopeWrite, accounts.ScopeAdmin, accounts.ScopeWrite}, ExpiresAt: &expires,
 		})
 		if err != nil || !slices.Equal(k.Scopes, []string{accounts.ScopeAdmin, accounts.ScopeWrite}) || k.ExpiresAt == nil || !k.ExpiresAt.Equal(expires) {
@@ -61,46 +63,45 @@ func TestCreateAPIKey(t *testing.T) {
 	t.Run("an unknown owner", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
-		if _, _, err := accounts.CreateAPIKey(ctx, tx, uuid.NewString(), uuid.NewString(), accounts.NewAPIKey{Name: "x"}); !errors.Is(err, accounts.ErrUserNotFound) {
+		if _, _, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, uuid.NewString(), uuid.NewString(), accounts.NewAPIKey{Name: "x"}); !errors.Is(err, accounts.ErrUserNotFound) {
 			t.Fatalf("unknown owner: %v, want ErrUserNotFound", err)
 		}
 	})
 
-	t.Run("at most MaxAPIKeysPerUser", func(t *testing.T) {
+	t.Run("at most the api_keys quota per project", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.NewTx(t)
 		owner := dbtest.User(t, tx, nil)
-		for i := range accounts.MaxAPIKeysPerUser {
-			if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
+		lim := quota.Limits{APIKeys: 3}
+		for i := range lim.APIKeys {
+			if _, _, err := accounts.CreateAPIKey(ctx, tx, lim, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
 				t.Fatalf("key %d: %v", i+1, err)
 			}
 		}
-		_, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "one too many"})
-		if !errors.Is(err, accounts.ErrTooManyAPIKeys) || !errors.Is(err, db.ErrConflict) {
-			t.Fatalf("key %d: %v, want ErrTooManyAPIKeys (a conflict)", accounts.MaxAPIKeysPerUser+1, err)
+		_, _, err := accounts.CreateAPIKey(ctx, tx, lim, owner.ID, owner.Project, accounts.NewAPIKey{Name: "one too many"})
+		var exceeded *quota.ExceededError
+		if !errors.As(err, &exceeded) || *exceeded != (quota.ExceededError{Quota: quota.APIKeys, Limit: 3, Used: 3, Asked: 1}) {
+			t.Fatalf("key 4: %v, want the api_keys quota exceeded, 3 of 3 used", err)
+		}
+		if keys, err := accounts.ListAPIKeys(ctx, tx, owner.Project); err != nil || len(keys) != 3 {
+			t.Fatalf("%d keys stored (%v), want 3", len(keys), err)
 		}
 	})
 }
 
 // TestCreateAPIKeyConcurrently: creates racing on separate connections
-// count one after the other, so none goes past the limit.
+// count one after the other, so none goes past the quota.
 func TestCreateAPIKeyConcurrently(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.NewPool(t)
 	owner := dbtest.User(t, pool, nil)
 	const free = 3
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range accounts.MaxAPIKeysPerUser - free {
-		if _, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
+	lim := quota.Limits{APIKeys: 5}
+	for range lim.APIKeys - free {
+		if _, _, err := accounts.CreateAPIKey(ctx, pool, lim, owner.ID, owner.Project, accounts.NewAPIKey{Name: "k"}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
 	}
 	// Each create holds a connection of its own before any starts, so
 	// they overlap.
@@ -117,7 +118,7 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 		wg.Go(func() {
 			defer conn.Release()
 			<-start
-			_, _, err := accounts.CreateAPIKey(ctx, conn, owner.ID, owner.Project, accounts.NewAPIKey{Name: "racing"})
+			_, _, err := accounts.CreateAPIKey(ctx, conn, lim, owner.ID, owner.Project, accounts.NewAPIKey{Name: "racing"})
 			errs <- err
 		})
 	}
@@ -126,15 +127,16 @@ func TestCreateAPIKeyConcurrently(t *testing.T) {
 	close(errs)
 	created := 0
 	for err := range errs {
+		var exceeded *quota.ExceededError
 		switch {
 		case err == nil:
 			created++
-		case !errors.Is(err, accounts.ErrTooManyAPIKeys):
+		case !errors.As(err, &exceeded):
 			t.Fatal(err)
 		}
 	}
 	keys, err := accounts.ListAPIKeys(ctx, pool, owner.Project)
-	if created != free || err != nil || len(keys) != accounts.MaxAPIKeysPerUser {
+	if created != free || err != nil || len(keys) != lim.APIKeys {
 		t.Fatalf("%d racing creates made %d keys (%d stored, %v), want %d", cap(errs), created, len(keys), err, free)
 	}
 }
@@ -144,18 +146,18 @@ func TestListAndDeleteAPIKeys(t *testing.T) {
 	ctx := context.Background()
 	tx := dbtest.NewTx(t)
 	owner, other := dbtest.User(t, tx, nil), dbtest.User(t, tx, nil)
-	older, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "older"})
+	older, _, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, owner.ID, owner.Project, accounts.NewAPIKey{Name: "older"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE api_keys SET created_at = created_at - interval '1 hour' WHERE id = $1`, older.ID); err != nil {
 		t.Fatal(err)
 	}
-	newer, _, err := accounts.CreateAPIKey(ctx, tx, owner.ID, owner.Project, accounts.NewAPIKey{Name: "newer"})
+	newer, _, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, owner.ID, owner.Project, accounts.NewAPIKey{Name: "newer"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, _, err := accounts.CreateAPIKey(ctx, tx, other.ID, other.Project, accounts.NewAPIKey{Name: "theirs"})
+	theirs, _, err := accounts.CreateAPIKey(ctx, tx, quota.Limits{}, other.ID, other.Project, accounts.NewAPIKey{Name: "theirs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestAuthenticateAPIKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, secret, err := accounts.CreateAPIKey(ctx, q, owner, project, k)
+		key, secret, err := accounts.CreateAPIKey(ctx, q, quota.Limits{}, owner, project, k)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // Bounds of a backfill.
@@ -34,8 +35,12 @@ type BackfillResult struct {
 // unique key on (task_id, scheduled_for) of scheduled runs makes a tick run
 // once however often, and wherever, it is backfilled. Overlap skip and
 // buffer_one do not apply (the ticks are asked for); max_concurrency and
-// the one-at-a-time policies still limit how many run at once.
-func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, taskID string, from, to time.Time) (BackfillResult, error) {
+// the one-at-a-time policies still limit how many run at once. The runs it
+// makes count whole against the project's quotas: a backfill that would
+// take the project past lim.BackfillTicks backfilled runs not yet final,
+// or past lim.QueuedRuns runs not yet final, makes nothing and returns a
+// quota.ExceededError.
+func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], lim quota.Limits, projectID, taskID string, from, to time.Time) (BackfillResult, error) {
 	if uuid.Validate(taskID) != nil {
 		return BackfillResult{}, db.ErrNotFound
 	}
@@ -57,8 +62,15 @@ func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, taskID); err != nil {
 		return BackfillResult{}, fmt.Errorf("backfill: lock task: %w", err)
 	}
+	used, err := backfillUse(ctx, tx, projectID)
+	if err != nil {
+		return BackfillResult{}, err
+	}
 	runs, err := insertBackfillRuns(ctx, tx, taskID, ticks)
 	if err != nil {
+		return BackfillResult{}, err
+	}
+	if err := used.check(lim.OrDefaults(), len(runs)); err != nil {
 		return BackfillResult{}, err
 	}
 	params := make([]river.InsertManyParams, len(runs))
@@ -74,6 +86,30 @@ func Backfill(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 		return BackfillResult{}, fmt.Errorf("backfill: %w", err)
 	}
 	return BackfillResult{Ticks: len(ticks), Created: nonNil(runs)}, nil
+}
+
+// backfillQuotas is what a project used of the quotas a backfill counts
+// against, read under their locks.
+type backfillQuotas struct{ queued, backfill int }
+
+// backfillUse takes the project's queued_runs and backfill_ticks locks and
+// reads their use.
+func backfillUse(ctx context.Context, tx pgx.Tx, projectID string) (backfillQuotas, error) {
+	var u backfillQuotas
+	var err error
+	if u.queued, err = quota.Count(ctx, tx, quota.QueuedRuns, projectID, countQueuedRunsSQL); err != nil {
+		return u, err
+	}
+	u.backfill, err = quota.Count(ctx, tx, quota.BackfillTicks, projectID, countBackfillSQL)
+	return u, err
+}
+
+// check refuses n more backfilled runs.
+func (u backfillQuotas) check(lim quota.Limits, n int) error {
+	if err := quota.Check(quota.BackfillTicks, lim.BackfillTicks, u.backfill, n); err != nil {
+		return err
+	}
+	return quota.Check(quota.QueuedRuns, lim.QueuedRuns, u.queued, n)
 }
 
 // backfillTicks lists the task's ticks in [from, to), checking the bounds.

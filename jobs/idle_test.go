@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 )
 
@@ -48,7 +49,7 @@ func TestIdleRound(t *testing.T) {
 		later := b.task(t, func(t *Task) { t.Schedule = new("@every 1h") })
 		b.dueAt(t, later.ID, time.Now().Add(time.Hour))
 		runAt := time.Now().Add(20 * time.Second)
-		if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: later.ID, RunAt: &runAt}); err != nil {
+		if _, err := Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: later.ID, RunAt: &runAt}); err != nil {
 			t.Fatal(err)
 		}
 		c := NewClaimer(ClaimerOptions{DB: b.pool, River: b.river, Pacing: Pacing{IdlePoll: 40 * time.Second, Lookout: lookout{listening: func() bool { return true }}}})

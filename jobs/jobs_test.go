@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/migrations"
 )
@@ -48,7 +49,7 @@ func (b *testBundle) task(t testing.TB, mods ...func(*Task)) Task {
 	if err := task.Normalize(false); err != nil {
 		t.Fatal(err)
 	}
-	out, err := CreateTask(context.Background(), b.pool, task)
+	out, err := CreateTask(context.Background(), b.pool, quota.Limits{}, task)
 	if err != nil {
 		t.Fatal(err)
 	}

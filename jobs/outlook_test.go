@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 )
 
@@ -86,7 +87,7 @@ func TestOutlookTellsOfJobs(t *testing.T) {
 		t.Fatalf("a task due within the hour: %+v", o)
 	}
 	later := time.Now().Add(time.Hour)
-	if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID, RunAt: &later}); err != nil {
+	if _, err := Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: task.ID, RunAt: &later}); err != nil {
 		t.Fatal(err)
 	}
 	if o := look(); o.Available || o.Job <= 50*time.Minute || o.Job > time.Hour {

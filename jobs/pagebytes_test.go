@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // A page of runs stops at PageBytes (and one run over it): big inputs make
@@ -18,7 +20,7 @@ func TestListPagesAreBoundedInBytes(t *testing.T) {
 	const n = 40 // 2.4 MB of inputs
 	var want []string
 	for range n {
-		res, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID, Payload: payload})
+		res, err := Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: task.ID, Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // TestPriority: a run gets its trigger's priority, else its task's, and its
@@ -20,15 +22,15 @@ func TestPriority(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Overlap, t.Priority = OverlapAllow, 3 })
-		res, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID})
+		res, err := Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: task.ID})
 		if err != nil || res.Run.Priority != 3 || jobPriority(b, t, res.Run.ID) != 3 {
 			t.Fatalf("trigger without priority: %+v, %v", res.Run, err)
 		}
-		res, err = Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID, Priority: 1})
+		res, err = Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: task.ID, Priority: 1})
 		if err != nil || res.Run.Priority != 1 || jobPriority(b, t, res.Run.ID) != 1 {
 			t.Fatalf("trigger with priority 1: %+v, %v", res.Run, err)
 		}
-		items, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, []TriggerRequest{{Priority: 4}, {}, {Priority: 5}})
+		items, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, []TriggerRequest{{Priority: 4}, {}, {Priority: 5}})
 		if err != nil || items[0].Run.Priority != 4 || jobPriority(b, t, items[0].Run.ID) != 4 ||
 			items[1].Run.Priority != 3 || jobPriority(b, t, items[1].Run.ID) != 3 {
 			t.Fatalf("batch: %+v, %v", items, err)
@@ -61,7 +63,7 @@ func TestPriority(t *testing.T) {
 		b, _ := aheadBundle(t)
 		task := b.task(t, func(t *Task) { t.Schedule, t.Overlap, t.Priority = nil, OverlapAllow, 4 })
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-		if _, err := Trigger(ctx, b.pool, b.river, TriggerRequest{ProjectID: b.project, TaskID: task.ID, RunAt: &at}); err != nil {
+		if _, err := Trigger(ctx, b.pool, b.river, quota.Limits{}, TriggerRequest{ProjectID: b.project, TaskID: task.ID, RunAt: &at}); err != nil {
 			t.Fatal(err)
 		}
 		_, _, jobAt, _, err := dueStats(ctx, b.pool, 0)

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // ErrRunNotRetryable is returned by RetryRun for a run that did not fail
@@ -20,7 +21,7 @@ var ErrRunNotRetryable = fmt.Errorf("%w: only a failed or cancelled run can be r
 // the same input and priority, linked to it by retry_of. A run is retried once: asking
 // again within the idempotency window answers the same retry (Replayed);
 // to try again after the retry failed, retry the retry.
-func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, runID string) (TriggerResult, error) {
+func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], lim quota.Limits, projectID, runID string) (TriggerResult, error) {
 	if uuid.Validate(runID) != nil {
 		return TriggerResult{}, db.ErrNotFound
 	}
@@ -36,7 +37,7 @@ func RetryRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projec
 	if status != StatusFailed && status != StatusCancelled {
 		return TriggerResult{}, ErrRunNotRetryable
 	}
-	return Trigger(ctx, q, client, TriggerRequest{
+	return Trigger(ctx, q, client, lim, TriggerRequest{
 		ProjectID: projectID, TaskID: taskID, Payload: payload, RetryOf: runID, Priority: priority,
 		IdempotencyKey: retryKeyPrefix + runID,
 	})

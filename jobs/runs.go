@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // Run triggers.
@@ -58,10 +59,10 @@ func runDest(r *Run) []any {
 // skip and one of its runs is queued or running. It wraps db.ErrConflict.
 var ErrRunActive = fmt.Errorf("%w: a run of this task is already queued or running (overlap is skip)", db.ErrConflict)
 
-// TriggerRun creates a manual run of the project's task, without input; see
-// Trigger.
+// TriggerRun creates a manual run of the project's task, without input,
+// under the default quotas; see Trigger.
 func TriggerRun(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, taskID string) (Run, error) {
-	res, err := Trigger(ctx, q, client, TriggerRequest{ProjectID: projectID, TaskID: taskID})
+	res, err := Trigger(ctx, q, client, quota.Limits{}, TriggerRequest{ProjectID: projectID, TaskID: taskID})
 	return res.Run, err
 }
 

@@ -183,8 +183,8 @@ func insertManualRuns(ctx context.Context, tx pgx.Tx, taskID string, ids []strin
 func insertBackfillRuns(ctx context.Context, tx pgx.Tx, taskID string, ticks []time.Time) ([]Run, error) {
 	rows, err := tx.Query(ctx, `
 		WITH inserted AS (
-			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, priority)
-			SELECT $1, 'schedule', tick, (SELECT priority FROM tasks WHERE id = $1) FROM unnest($2::timestamptz[]) AS tick
+			INSERT INTO task_runs AS r (task_id, trigger, scheduled_for, priority, backfill)
+			SELECT $1, 'schedule', tick, (SELECT priority FROM tasks WHERE id = $1), true FROM unnest($2::timestamptz[]) AS tick
 			-- why: the tick key makes every tick run once, claimed or backfilled.
 			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 			RETURNING `+runColumns+`

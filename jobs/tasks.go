@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 const taskColumns = `t.id::text, t.owner_id::text, t.project_id::text, t.name, t.schedule, t.timezone, t.action, t.active, t.overlap,
@@ -36,33 +37,37 @@ func nextRun(t *Task, now time.Time) (*time.Time, error) {
 
 // CreateTask stores a normalized task in its project (ProjectID; "" for
 // its owner's personal project), made by its owner, with a new signing
-// secret, due at its first tick. The returned task carries the secret.
-func CreateTask(ctx context.Context, q db.DB, t Task) (Task, error) {
+// secret, due at its first tick. The returned task carries the secret. A
+// project has at most lim.Tasks tasks (a quota.ExceededError), counted
+// under the project's tasks lock, so concurrent creates on any replicas
+// cannot pass it together.
+func CreateTask(ctx context.Context, q db.DB, lim quota.Limits, t Task) (Task, error) {
 	next, err := nextRun(&t, time.Now())
 	if err != nil {
 		return Task{}, err
 	}
 	secret := NewSigningSecret()
 	var out Task
-	err = scanTask(q.QueryRow(ctx, `
-		INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency, project_id, priority)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-		RETURNING `+taskColumns,
-		t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency, nullIfEmpty(t.ProjectID),
-		cmp.Or(t.Priority, DefaultPriority)), &out)
+	err = pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		project, err := projectOf(ctx, tx, t.ProjectID, t.OwnerID)
+		if err != nil {
+			return err
+		}
+		if err := quota.Take(ctx, tx, quota.Tasks, lim.OrDefaults().Tasks, project, countTasksSQL, 1); err != nil {
+			return err
+		}
+		return scanTask(tx.QueryRow(ctx, `
+			INSERT INTO tasks AS t (owner_id, name, schedule, timezone, action, active, overlap, max_attempts, timeout_seconds, signing_secret, next_run_at, max_concurrency, project_id, priority)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			RETURNING `+taskColumns,
+			t.OwnerID, t.Name, t.Schedule, t.Timezone, t.Action, t.Active, t.Overlap, t.MaxAttempts, t.TimeoutSeconds, secret, next, t.MaxConcurrency, project,
+			cmp.Or(t.Priority, DefaultPriority)), &out)
+	})
 	if err != nil {
 		return Task{}, fmt.Errorf("create task: %w", db.Translate(err))
 	}
 	out.SigningSecret = secret
 	return out, nil
-}
-
-// nullIfEmpty is s, or NULL for "".
-func nullIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // GetTask returns the project's task; another project's id is db.ErrNotFound.

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // Limits of a trigger's input (docs/api.md "Tasks and runs").
@@ -95,7 +96,10 @@ func (r *TriggerRequest) validate(now time.Time) error {
 // idempotency key, the key is claimed (INSERT … ON CONFLICT on its primary
 // key) before the run is made: of any number of concurrent triggers with
 // one key, on any replicas, one makes the run and the others answer it.
-func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req TriggerRequest) (TriggerResult, error) {
+// A run that would take the project past lim.QueuedRuns runs not yet final
+// is refused with a quota.ExceededError (a replay is not refused: it makes
+// nothing).
+func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], lim quota.Limits, req TriggerRequest) (TriggerResult, error) {
 	if uuid.Validate(req.TaskID) != nil {
 		return TriggerResult{}, db.ErrNotFound
 	}
@@ -130,6 +134,9 @@ func Trigger(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], req Tri
 		if cancelled, err = cancelActiveRuns(ctx, tx, client, []string{req.TaskID}); err != nil {
 			return TriggerResult{}, err
 		}
+	}
+	if err := takeQueuedRuns(ctx, tx, lim, req.ProjectID, 1); err != nil {
+		return TriggerResult{}, err
 	}
 	run, err := insertManualRun(ctx, tx, runID, req)
 	if err != nil {

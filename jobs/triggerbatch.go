@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // MaxBatchItems is the most items one batch trigger takes.
@@ -50,8 +51,11 @@ type batch struct {
 // The task row is locked first, as a single trigger does, so batches and
 // triggers of one task on any replicas are serialised and a key makes one
 // run; the key's primary key still backs that up. Only an error of the
-// whole batch (the task, the database) is returned as err.
-func TriggerBatch(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], projectID, taskID string, items []TriggerRequest) ([]BatchItemResult, error) {
+// whole batch (the task, the database) is returned as err; so is a batch
+// whose new runs would take the project past lim.QueuedRuns runs not yet
+// final (a quota.ExceededError: the batch counts whole, and makes
+// nothing).
+func TriggerBatch(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], lim quota.Limits, projectID, taskID string, items []TriggerRequest) ([]BatchItemResult, error) {
 	if uuid.Validate(taskID) != nil {
 		return nil, db.ErrNotFound
 	}
@@ -65,7 +69,7 @@ func TriggerBatch(ctx context.Context, q db.DB, client *river.Client[pgx.Tx], pr
 		return nil, fmt.Errorf("trigger batch: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := b.run(ctx, tx, client, projectID); err != nil {
+	if err := b.run(ctx, tx, client, lim, projectID); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -97,7 +101,7 @@ func newBatch(taskID string, items []TriggerRequest, now time.Time) *batch {
 }
 
 // run does the batch's work in tx.
-func (b *batch) run(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], projectID string) error {
+func (b *batch) run(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], lim quota.Limits, projectID string) error {
 	var maxAttempts int
 	var overlap string
 	var admits bool
@@ -115,6 +119,9 @@ func (b *batch) run(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]
 	fresh := b.admit(overlap, admits)
 	if len(fresh) == 0 {
 		return nil
+	}
+	if err := takeQueuedRuns(ctx, tx, lim, projectID, len(fresh)); err != nil {
+		return err
 	}
 	return b.insert(ctx, tx, client, fresh, maxAttempts)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 // BenchmarkTriggerBatch: TriggerBatch of 1 000 items (each with a payload
@@ -34,7 +36,7 @@ func BenchmarkTriggerBatch(b *testing.B) {
 			params[i] = river.InsertManyParams{Args: RunArgs{RunID: fmt.Sprintf("r%d-%d", r, i), TaskID: task.ID}, InsertOpts: runInsertOpts("", 3, 1)}
 		}
 		start := time.Now()
-		if _, err := TriggerBatch(ctx, tb.pool, tb.river, tb.project, task.ID, items); err != nil {
+		if _, err := TriggerBatch(ctx, tb.pool, tb.river, quota.Limits{QueuedRuns: rounds * size}, tb.project, task.ID, items); err != nil {
 			b.Fatal(err)
 		}
 		batch = append(batch, size/time.Since(start).Seconds())

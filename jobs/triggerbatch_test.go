@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 func TestTriggerBatch(t *testing.T) {
@@ -25,7 +27,7 @@ func TestTriggerBatch(t *testing.T) {
 				items[i].IdempotencyKey = fmt.Sprintf("k-%d", (i-990)*7) // repeats an earlier item
 			}
 		}
-		res, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, items)
+		res, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func TestTriggerBatch(t *testing.T) {
 		}
 
 		// The same batch again: every item answers its earlier run.
-		again, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, items)
+		again, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestTriggerBatch(t *testing.T) {
 			{RunAt: &later, IdempotencyKey: "later"},
 			{IdempotencyKey: "bad\x01key"}, // repeats an invalid item: its error
 		}
-		res, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, items)
+		res, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,14 +106,14 @@ func TestTriggerBatch(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule = nil })
-		res, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, []TriggerRequest{{}, {}, {}})
+		res, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, []TriggerRequest{{}, {}, {}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res[0].Err != nil || !errors.Is(res[1].Err, ErrRunActive) || !errors.Is(res[2].Err, ErrRunActive) {
 			t.Fatalf("skip: %+v", res)
 		}
-		res, err = TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, []TriggerRequest{{}})
+		res, err = TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, []TriggerRequest{{}})
 		if err != nil || !errors.Is(res[0].Err, ErrRunActive) {
 			t.Fatalf("skip with a run queued: %+v, %v", res, err)
 		}
@@ -121,14 +123,14 @@ func TestTriggerBatch(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		task := b.task(t, func(t *Task) { t.Schedule, t.Overlap = nil, OverlapCancelOther })
-		if _, err := TriggerBatch(ctx, b.pool, b.river, b.project, task.ID, []TriggerRequest{{}}); !errors.Is(err, ErrBatchCancelOther) {
+		if _, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, task.ID, []TriggerRequest{{}}); !errors.Is(err, ErrBatchCancelOther) {
 			t.Fatalf("cancel_other: %v", err)
 		}
 		other := b.task(t, func(t *Task) { t.Schedule, t.Overlap = nil, OverlapAllow })
-		if _, err := TriggerBatch(ctx, b.pool, b.river, "00000000-0000-0000-0000-000000000000", other.ID, []TriggerRequest{{}}); err == nil {
+		if _, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, "00000000-0000-0000-0000-000000000000", other.ID, []TriggerRequest{{}}); err == nil {
 			t.Fatal("another project's task: no error")
 		}
-		if _, err := TriggerBatch(ctx, b.pool, b.river, b.project, other.ID, make([]TriggerRequest, MaxBatchItems+1)); err == nil {
+		if _, err := TriggerBatch(ctx, b.pool, b.river, quota.Limits{}, b.project, other.ID, make([]TriggerRequest, MaxBatchItems+1)); err == nil {
 			t.Fatal("1001 items: no error")
 		}
 		if n := b.count(t, `SELECT count(*) FROM task_runs`); n != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
 
@@ -54,6 +55,9 @@ var (
 // doorbell of anything committed after the change.
 type Rooms struct {
 	DB db.DB
+	// Quotas bound what Create makes: at most Quotas.Rooms rooms per
+	// project (zero: the default).
+	Quotas quota.Limits
 }
 
 const roomColumns = "name, owner_id::text, project_id::text, visibility, created_at, updated_at"
@@ -79,10 +83,16 @@ SELECT EXISTS (SELECT 1 FROM stream_heads h WHERE h.stream = $3 AND h.oldest_off
 // over an ad-hoc room in use (adHocInUseSQL), so a created room never
 // takes over others' history or presence, and its deletion erases only
 // what was written after it existed. A members-only room made over an
-// unused name evicts any socket still in it.
+// unused name evicts any socket still in it. A project has at most
+// Quotas.Rooms rooms (a quota.ExceededError), counted under the project's
+// rooms lock, so concurrent creates on any replicas cannot pass it
+// together.
 func (s Rooms) Create(ctx context.Context, name, owner, visibility, project string) (Room, error) {
 	var r Room
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.takeRoom(ctx, tx, owner, project); err != nil {
+			return err
+		}
 		var inUse bool
 		if err := tx.QueryRow(ctx, adHocInUseSQL, name, owner, stream.RoomStream(name)).Scan(&inUse); err != nil {
 			return err
@@ -110,6 +120,19 @@ func (s Rooms) Create(ctx context.Context, name, owner, visibility, project stri
 		return nil
 	})
 	return r, wrapRoom("create room", err)
+}
+
+// takeRoom takes the rooms lock of the project ("": the owner's personal
+// project) and refuses one more room over its quota.
+func (s Rooms) takeRoom(ctx context.Context, tx pgx.Tx, owner, project string) error {
+	if project == "" {
+		err := tx.QueryRow(ctx, `SELECT id::text FROM projects WHERE personal_of = $1`, owner).Scan(&project)
+		if err != nil {
+			return fmt.Errorf("personal project: %w", err)
+		}
+	}
+	return quota.Take(ctx, tx, quota.Rooms, s.Quotas.OrDefaults().Rooms, project,
+		`SELECT count(*) FROM rooms WHERE project_id = $1`, 1)
 }
 
 // Get reads a room.

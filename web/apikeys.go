@@ -48,7 +48,7 @@ type apiKeyCreateOutput struct {
 
 type apiKeyListOutput struct {
 	Body struct {
-		Items []APIKey `json:"items" nullable:"false" doc:"newest first; at most 100 keys per account"`
+		Items []APIKey `json:"items" nullable:"false" doc:"the project's keys, newest first; at most SWITCHBOARD_QUOTA_API_KEYS (default 100)"`
 	}
 }
 
@@ -104,9 +104,9 @@ func (s *Server) createAPIKey(ctx context.Context, in *apiKeyCreateInput) (*apiK
 			Message: "expires_at must be in the future", Location: "body.expires_at", Value: b.ExpiresAt,
 		})
 	}
-	k, secret, err := accounts.CreateAPIKey(ctx, s.opts.Pool, p.UserID, p.ProjectID, accounts.NewAPIKey{Name: b.Name, Scopes: b.Scopes, ExpiresAt: b.ExpiresAt})
+	k, secret, err := accounts.CreateAPIKey(ctx, s.opts.Pool, s.opts.Quotas, p.UserID, p.ProjectID, accounts.NewAPIKey{Name: b.Name, Scopes: b.Scopes, ExpiresAt: b.ExpiresAt})
 	if err != nil {
-		return nil, s.fail(ctx, err, accounts.ErrAccountGone.Error(), fmt.Sprintf("an account has at most %d API keys; revoke one first", accounts.MaxAPIKeysPerUser))
+		return nil, s.fail(ctx, err, accounts.ErrAccountGone.Error(), "")
 	}
 	return &apiKeyCreateOutput{Body: apiKeyCreated{APIKey: apiKeyOut(k), Secret: secret}}, nil
 }

@@ -193,29 +193,32 @@ func TestAPIKeyAdminScope(t *testing.T) {
 	requireProblem(t, b.do(t, http.MethodGet, "/v1/admin/users", nil, ops), http.StatusForbidden)
 }
 
-// TestAPIKeyRateLimit: a key has its own bucket, apart from its owner's
-// token.
+// TestAPIKeyRateLimit: a key spends its own bucket and its account's,
+// which the account's tokens and all its keys share: a second key cannot
+// add to the account's budget.
 func TestAPIKeyRateLimit(t *testing.T) {
 	t.Parallel()
-	b := setupLimits(t, RateLimits{Auth: generous, User: perMinute(3), APIKey: perMinute(4)})
+	b := setupLimits(t, RateLimits{Auth: generous, User: perMinute(6), APIKey: perMinute(4)})
 	token, _ := b.register(t, "limited@example.com")
-	secret := b.createKey(t, token, map[string]any{"name": "k"})["secret"].(string) // the token's first request
+	secret := b.createKey(t, token, map[string]any{"name": "k"})["secret"].(string) // the account's 1st request
+	other := b.createKey(t, token, map[string]any{"name": "k"})["secret"].(string)  // its 2nd
 	exhaust(t, 4, func() response { return b.from(t, "198.51.100.1:1", nil, http.MethodGet, "/v1/me", nil, secret) })
 	res := b.from(t, "198.51.100.1:1", nil, http.MethodGet, "/v1/me", nil, secret)
 	requireTooMany(t, res, 4)
 	if !strings.Contains(res.body["detail"].(string), "for this API key") {
 		t.Fatalf("detail: %s", res.raw)
 	}
-	other := b.createKey(t, token, map[string]any{"name": "k"})["secret"].(string) // the token's second
-	if res := b.from(t, "198.51.100.1:1", nil, http.MethodGet, "/v1/me", nil, other); res.status != http.StatusOK {
-		t.Fatalf("another key of the same owner: %d %s", res.status, res.raw)
-	}
-	if res := b.from(t, "198.51.100.1:1", nil, http.MethodGet, "/v1/me", nil, token); res.status != http.StatusOK {
-		t.Fatalf("the owner's token: %d %s", res.status, res.raw)
+	for name, cred := range map[string]string{"another key of the same account": other, "the account's token": token} {
+		res := b.from(t, "198.51.100.1:1", nil, http.MethodGet, "/v1/me", nil, cred)
+		requireTooMany(t, res, 6)
+		if !strings.Contains(res.body["detail"].(string), "for this account") {
+			t.Fatalf("%s: %s", name, res.raw)
+		}
 	}
 }
 
-// TestAPIKeyLimits: at most 100 keys per account; the River UI takes none.
+// TestAPIKeyLimits: at most 100 keys per project (the api_keys quota,
+// answered 409 naming it); the River UI takes none.
 func TestAPIKeyLimits(t *testing.T) {
 	t.Parallel()
 	b := &testBundle{server: corsServer(t)} // with a River UI
@@ -228,10 +231,7 @@ func TestAPIKeyLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := b.do(t, http.MethodPost, "/v1/api-keys", map[string]any{"name": "one too many"}, token)
-	requireProblem(t, res, http.StatusConflict)
-	if !strings.Contains(res.body["detail"].(string), "at most 100") {
-		t.Fatalf("detail: %s", res.raw)
-	}
+	requireQuota(t, res, http.StatusConflict, "api_keys", 100, 100)
 	if list := b.do(t, http.MethodGet, "/v1/api-keys", nil, token); len(list.body["items"].([]any)) != 100 {
 		t.Fatalf("list: %d items", len(list.body["items"].([]any)))
 	}

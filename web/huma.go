@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/realtime"
 	"github.com/switchboard/switchboard/realtime/stream"
 )
@@ -18,13 +19,17 @@ func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
 // fail maps a data-layer error to an HTTP problem: db.ErrNotFound to 404,
 // db.ErrConflict to 409 with the given details, db.ErrInvalidText to 422,
+// a quota.ExceededError to its QuotaProblem (409 or 429),
 // an accounts.RefusedError to 401 and an accounts.ForbiddenError to 403
 // with its reason, a busy password hasher to 503 with Retry-After.
 // Anything else is logged once here and answered 500 without its cause.
 func (s *Server) fail(ctx context.Context, err error, notFound, conflict string) error {
 	var refused *accounts.RefusedError
 	var forbidden *accounts.ForbiddenError
+	var exceeded *quota.ExceededError
 	switch {
+	case errors.As(err, &exceeded):
+		return quotaError(exceeded)
 	case errors.As(err, &refused):
 		return huma.Error401Unauthorized(refused.Error())
 	case errors.As(err, &forbidden):

@@ -19,10 +19,12 @@ import (
 type RateLimits struct {
 	// Auth limits /v1/auth/* per client IP; default 5/s, burst 8.
 	Auth ratelimit.Rate
-	// User limits authenticated /v1 routes per user; default 50/s, burst 100.
+	// User limits authenticated /v1 routes per account, whatever the
+	// credential: its user tokens and all its API keys share it; default
+	// 50/s, burst 100.
 	User ratelimit.Rate
-	// APIKey limits requests made with an API key, per key, in its own
-	// bucket (not the owner's User bucket); default 50/s, burst 100.
+	// APIKey limits requests made with an API key, per key, as well as the
+	// account's User limit; default 50/s, burst 100.
 	APIKey ratelimit.Rate
 	// TrustedProxies (CIDRs or addresses) are believed about the client's
 	// address, in ClientIPHeader: X-Forwarded-For (default) or a one-address
@@ -116,30 +118,45 @@ func (s *Server) allowAuth(ctx context.Context, remoteAddr string) ratelimit.Dec
 	return d
 }
 
-// limitUser limits authenticated operations per user, or per API key for
-// requests made with one; it runs after authenticate, which put the
-// principal in the context.
+// limitUser limits authenticated operations per account: a user token's
+// requests and those of every API key the account made draw from one
+// budget (the User limit, keyed by the account), so keys cannot multiply
+// it. A key's requests also spend the key's own bucket (the APIKey limit).
+// It runs after authenticate, which put the principal in the context.
 func (s *Server) limitUser(ctx huma.Context, next func(huma.Context)) {
 	p, ok := ctx.Context().Value(principalKey{}).(Principal)
 	if !ok {
 		next(ctx)
 		return
 	}
-	if p.KeyID != "" {
-		s.limit(ctx, next, s.limits.apiKey, p.KeyID, "for this API key")
-		return
-	}
-	s.limit(ctx, next, s.limits.user, p.UserID, "for this account")
-}
-
-func (s *Server) limit(ctx huma.Context, next func(huma.Context), l *ratelimit.Limiter, key, who string) {
-	d := l.Allow(ctx.Context(), key)
+	d, who := s.allowUser(ctx.Context(), p)
 	setRateHeaders(ctx.SetHeader, d)
 	if d.Allowed {
 		next(ctx)
 		return
 	}
 	_ = huma.WriteErr(s.api, ctx, http.StatusTooManyRequests, tooManyDetail(d, who))
+}
+
+// allowUser decides a request of p: the key's bucket first (a key over its
+// own limit spends nothing of its account's), then the account's. The
+// answer is the refusing decision and whose it is, else the decision with
+// less remaining.
+func (s *Server) allowUser(ctx context.Context, p Principal) (ratelimit.Decision, string) {
+	var key ratelimit.Decision
+	if p.KeyID != "" {
+		if key = s.limits.apiKey.Allow(ctx, p.KeyID); !key.Allowed {
+			return key, "for this API key"
+		}
+	}
+	d := s.limits.user.Allow(ctx, p.UserID)
+	switch {
+	case !d.Allowed:
+		return d, "for this account (its user tokens and API keys together)"
+	case p.KeyID != "" && key.Remaining < d.Remaining:
+		return key, ""
+	}
+	return d, ""
 }
 
 func tooManyDetail(d ratelimit.Decision, who string) string {

@@ -60,7 +60,7 @@ func (s *Server) triggerBatch(ctx context.Context, in *batchTriggerInput) (*batc
 	for i, it := range in.Body.Items {
 		reqs[i] = jobs.TriggerRequest{Payload: it.Payload, RunAt: it.RunAt, IdempotencyKey: it.IdempotencyKey, Priority: it.Priority}
 	}
-	results, err := jobs.TriggerBatch(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID, reqs)
+	results, err := jobs.TriggerBatch(ctx, s.opts.Pool, s.opts.River, s.opts.Quotas, principal(ctx).ProjectID, in.ID, reqs)
 	if errors.Is(err, jobs.ErrBatchCancelOther) {
 		return nil, huma.Error409Conflict("the task's overlap is cancel_other: each item would cancel the one before it; trigger one run")
 	}

@@ -162,7 +162,7 @@ func (s *Server) backfill(ctx context.Context, in *backfillInput) (*backfillOutp
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for backfills"), "", "")
 	}
-	res, err := jobs.Backfill(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID, in.Body.From, in.Body.To)
+	res, err := jobs.Backfill(ctx, s.opts.Pool, s.opts.River, s.opts.Quotas, principal(ctx).ProjectID, in.ID, in.Body.From, in.Body.To)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}
@@ -185,7 +185,7 @@ func (s *Server) retryRun(ctx context.Context, in *runActionInput) (*triggerOutp
 	if s.opts.River == nil {
 		return nil, s.fail(ctx, errors.New("no river client wired for retrying runs"), "", "")
 	}
-	res, err := jobs.RetryRun(ctx, s.opts.Pool, s.opts.River, principal(ctx).ProjectID, in.ID)
+	res, err := jobs.RetryRun(ctx, s.opts.Pool, s.opts.River, s.opts.Quotas, principal(ctx).ProjectID, in.ID)
 	switch {
 	case errors.Is(err, jobs.ErrRunNotRetryable):
 		return nil, huma.Error409Conflict("only a failed or cancelled run can be retried")
@@ -222,7 +222,7 @@ func (s *Server) triggerRun(ctx context.Context, in *triggerInput) (*triggerOutp
 	if b := in.Body; b != nil {
 		req.Payload, req.RunAt, req.IdempotencyKey, req.Priority = b.Payload, b.RunAt, b.IdempotencyKey, b.Priority
 	}
-	res, err := jobs.Trigger(ctx, s.opts.Pool, s.opts.River, req)
+	res, err := jobs.Trigger(ctx, s.opts.Pool, s.opts.River, s.opts.Quotas, req)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/cluster"
 	"github.com/switchboard/switchboard/infra/metrics"
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/jobs"
 )
 
@@ -59,6 +60,9 @@ type Options struct {
 	Mailer Mailer
 	// RateLimits of the API, counted in Pool for the whole cluster.
 	RateLimits RateLimits
+	// Quotas of every project (zero fields: the defaults); Rooms enforces
+	// its own.
+	Quotas quota.Limits
 	// BodyReadTimeout is how long a request's body may take to arrive after
 	// its headers, on every route; default DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
@@ -177,7 +181,7 @@ func New(opts Options) *Server {
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT or sbk_ API key",
 			Description: "A user token from /v1/auth/login or /v1/auth/register (JWT, 24 h), or an API key (sbk_…) from POST /v1/api-keys."},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, documentCommonProblems, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentRateLimits, documentQuotas, documentCommonProblems, capAuthBodies, bodyReadTimeout(bodyTimeout), documentIdempotency)
 	cfg.Transformers = append(cfg.Transformers, boundProblem)
 	describeAPI(&cfg)
 	api := humachi.New(r, cfg)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -67,12 +68,13 @@ func documentCommonProblems(_ *huma.OpenAPI, op *huma.Operation) {
 	}
 }
 
-// problemResponse is one of op's documented 4xx answers (a problem+json
-// body), whose content other documented problems reuse; nil when op
-// documents none.
+// problemResponse is op's lowest documented 4xx answer (a problem+json
+// body, the general one: 400, 401 or 404 before a 409 or 429 that may carry
+// a richer problem), whose content other documented problems reuse; nil
+// when op documents none.
 func problemResponse(op *huma.Operation) *huma.Response {
-	for code, r := range op.Responses {
-		if code != "" && code[0] >= '4' && r.Content != nil {
+	for _, code := range slices.Sorted(maps.Keys(op.Responses)) {
+		if r := op.Responses[code]; code != "" && code[0] == '4' && r.Content != nil {
 			return r
 		}
 	}

@@ -137,7 +137,7 @@ func (s *Server) createTask(ctx context.Context, in *taskCreateInput) (*taskOutp
 	if err := s.requirePublishRoom(ctx, &t.Action); err != nil {
 		return nil, err
 	}
-	out, err := jobs.CreateTask(ctx, s.opts.Pool, t)
+	out, err := jobs.CreateTask(ctx, s.opts.Pool, s.opts.Quotas, t)
 	if err != nil {
 		return nil, s.taskError(ctx, err)
 	}

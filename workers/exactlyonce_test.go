@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
@@ -146,7 +147,7 @@ func exactlyOnce(t *testing.T, duration time.Duration, restart bool, lead time.D
 		if err := task.Normalize(true); err != nil {
 			t.Fatal(err)
 		}
-		created, err := jobs.CreateTask(ctx, admin, task)
+		created, err := jobs.CreateTask(ctx, admin, quota.Limits{}, task)
 		if err != nil {
 			t.Fatal(err)
 		}

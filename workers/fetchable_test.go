@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
@@ -167,7 +168,7 @@ func TestDelayedRunStartsAtRunAt(t *testing.T) {
 	b.start(t)
 	b.listen(t)
 	runAt := time.Now().Add(1500 * time.Millisecond)
-	res, err := jobs.Trigger(ctx, b.pool, b.web, jobs.TriggerRequest{ProjectID: personal(t, b.pool, b.owner), TaskID: task.ID, RunAt: &runAt})
+	res, err := jobs.Trigger(ctx, b.pool, b.web, quota.Limits{}, jobs.TriggerRequest{ProjectID: personal(t, b.pool, b.owner), TaskID: task.ID, RunAt: &runAt})
 	if err != nil {
 		t.Fatal(err)
 	}

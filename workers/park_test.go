@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
@@ -53,7 +54,7 @@ func parkTask(t *testing.T, pool *pgxpool.Pool, owner string, action jobs.Action
 	if err := task.Normalize(true); err != nil {
 		t.Fatal(err)
 	}
-	out, err := jobs.CreateTask(context.Background(), pool, task)
+	out, err := jobs.CreateTask(context.Background(), pool, quota.Limits{}, task)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard/switchboard/accounts"
 	"github.com/switchboard/switchboard/infra/db"
+	"github.com/switchboard/switchboard/infra/quota"
 	"github.com/switchboard/switchboard/infra/testkit/dbtest"
 	"github.com/switchboard/switchboard/infra/testkit/testwait"
 	"github.com/switchboard/switchboard/jobs"
@@ -146,7 +147,7 @@ func (b *testBundle) task(t *testing.T, action jobs.Action, mods ...func(*jobs.T
 	if err := task.Normalize(true); err != nil {
 		t.Fatal(err)
 	}
-	out, err := jobs.CreateTask(context.Background(), b.pool, task)
+	out, err := jobs.CreateTask(context.Background(), b.pool, quota.Limits{}, task)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func (a *app) build() error {
 		Pool: a.pool, Logger: a.logger, Registry: a.registry, Version: version,
 		PublicAPI: a.cfg.HasRole(config.RoleWeb),
 		JWTSecret: []byte(a.cfg.JWTSecret), BcryptCost: a.cfg.BcryptCost, BodyReadTimeout: a.cfg.BodyReadTimeout,
-		RateLimits: a.rateLimits(), AllowedOrigins: a.cfg.AllowedOrigins,
+		RateLimits: a.rateLimits(), Quotas: a.cfg.Quotas.Limits(), AllowedOrigins: a.cfg.AllowedOrigins,
 		Cluster: a.cluster, TracerProvider: a.tracing.TracerProvider(),
 	}
 	if err := a.accountsWebOptions(&wopts); err != nil {

@@ -42,7 +42,8 @@ func BenchmarkBatchTrigger(b *testing.B) {
 	const rounds, size = 15, 1000
 	dbURL := dbtest.NewDatabaseURL(b)
 	cfg := testConfig(b, dbURL)
-	cfg.Roles = []string{config.RoleWeb} // enqueue only: nothing runs the jobs
+	cfg.Roles = []string{config.RoleWeb}  // enqueue only: nothing runs the jobs
+	cfg.Quotas.QueuedRuns = rounds * size // every run stays queued
 	srv := startServer(b, cfg)
 	token, _ := registerUser(b, srv, "bench-batch@example.com")
 	taskID := createTask(b, srv.URL, token, map[string]any{

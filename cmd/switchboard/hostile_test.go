@@ -135,6 +135,7 @@ func TestHostileInputs(t *testing.T) {
 	// Oversized bodies must meet the size limit (413), not the read
 	// timeout a loaded machine may reach first while reading 8 MiB.
 	cfg.BodyReadTimeout = 2 * time.Minute
+	cfg.Quotas = hostileQuotas
 	srv := startServer(t, cfg)
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -170,6 +171,7 @@ func TestHostileInputs(t *testing.T) {
 	})
 	t.Run("routes outside the document", func(t *testing.T) { h.t = t; h.fuzzRaw() })
 	t.Run("batch trigger bounds", func(t *testing.T) { h.t = t; h.fuzzBatch() })
+	t.Run("quota refusals", func(t *testing.T) { h.t = t; h.fuzzQuotas() })
 	t.Run("WebSocket frames", func(t *testing.T) { h.t = t; h.fuzzFrames() })
 	h.t = t
 	if status, body := call(t, http.MethodGet, srv.URL+"/healthz/ready", nil, ""); status != http.StatusOK {
@@ -586,6 +588,26 @@ func shorten(s string) string {
 
 // fuzzBatch sends batch triggers over their bounds: too many items, a
 // body over its limit, malformed items. Each is refused whole.
+// hostileQuotas are the pass's run quotas, small enough for one request
+// to pass (the others: the defaults).
+var hostileQuotas = config.Quotas{QueuedRuns: 20, BackfillTicks: 5}
+
+// fuzzQuotas: a batch or backfill bigger than what its quota leaves is
+// refused whole with 429 and changes nothing (send checks the state).
+func (h *hostile) fuzzQuotas() {
+	task := createTask(h.t, h.srv.URL, h.user, map[string]any{
+		"name": "hourly", "schedule": "0 * * * *", "overlap": "allow", "action": map[string]any{"type": "publish", "event": "e"},
+	})
+	from := time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour)
+	backfill := fmt.Sprintf(`{"from":%q,"to":%q}`, from.Format(time.RFC3339), from.Add(10*time.Hour).Format(time.RFC3339))
+	batch := `{"items":[` + strings.TrimSuffix(strings.Repeat(`{},`, hostileQuotas.QueuedRuns+1), ",") + `]}`
+	for path, body := range map[string]string{"/v1/tasks/" + task + "/backfill": backfill, "/v1/tasks/" + task + "/runs/batch": batch} {
+		if got := h.send(http.MethodPost, path, []byte(body), h.user, nil); got != http.StatusTooManyRequests {
+			h.t.Errorf("POST %s past its quota: %d, want 429", path, got)
+		}
+	}
+}
+
 func (h *hostile) fuzzBatch() {
 	path := "/v1/tasks/" + h.taskID + "/runs/batch"
 	items := func(n int, item string) []byte {

@@ -61,7 +61,7 @@ func (a *app) realtimeWebOptions(o *web.Options) {
 	}
 	o.Tickets, o.Sockets, o.Events, o.RPC = realtime.Tickets{DB: a.pool}, a.rt.Hub, a.rt.Bus, a.rt.Bus
 	o.History = a.streams()
-	o.Rooms = realtime.Rooms{DB: a.pool}
+	o.Rooms = realtime.Rooms{DB: a.pool, Quotas: a.cfg.Quotas.Limits()}
 	o.Presence = a.rt.Presence
 	// Readiness on web replicas: the LISTEN connection is up, the hub
 	// takes sockets.

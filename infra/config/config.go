@@ -41,9 +41,9 @@ type Config struct {
 	ClientIPHeader   string        `envconfig:"SWITCHBOARD_CLIENT_IP_HEADER" default:"X-Forwarded-For" desc:"header a trusted proxy sets: X-Forwarded-For or Fly-Client-IP"`
 	AuthRate         float64       `envconfig:"SWITCHBOARD_AUTH_RATE" default:"5" desc:"requests per second per client IP on /v1/auth/*"`
 	AuthBurst        int           `envconfig:"SWITCHBOARD_AUTH_BURST" default:"8" desc:"burst allowed per client IP on /v1/auth/*"`
-	UserRate         float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per user on authenticated /v1 routes"`
-	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per user on authenticated /v1 routes"`
-	APIKeyRate       float64       `envconfig:"SWITCHBOARD_API_KEY_RATE" default:"50" desc:"requests per second per API key (its own bucket, not its owner's)"`
+	UserRate         float64       `envconfig:"SWITCHBOARD_USER_RATE" default:"50" desc:"requests per second per account on authenticated /v1 routes: its user tokens and all its API keys share it"`
+	UserBurst        int           `envconfig:"SWITCHBOARD_USER_BURST" default:"100" desc:"burst allowed per account on authenticated /v1 routes"`
+	APIKeyRate       float64       `envconfig:"SWITCHBOARD_API_KEY_RATE" default:"50" desc:"requests per second per API key, besides its account's limit (SWITCHBOARD_USER_RATE), which its tokens and all its keys share"`
 	APIKeyBurst      int           `envconfig:"SWITCHBOARD_API_KEY_BURST" default:"100" desc:"burst allowed per API key"`
 	BodyReadTimeout  time.Duration `envconfig:"SWITCHBOARD_BODY_READ_TIMEOUT" default:"5s" desc:"how long a client has to send a request's body after its headers (1s-10m); slower, an API route answers 408"`
 	RateLimitTimeout time.Duration `envconfig:"SWITCHBOARD_RATELIMIT_TIMEOUT" default:"250ms" desc:"how long a rate limit decision waits for Postgres before this replica counts on its own"`
@@ -68,6 +68,7 @@ type Config struct {
 	SMTPURL          string        `envconfig:"SWITCHBOARD_SMTP_URL" desc:"smtp://[user:password@]host[:port]?from=address (STARTTLS when offered; port 587) or smtps://... (TLS; port 465): where POST /v1/auth/forgot mails reset links; unset: no mail is sent"`
 	AllowedOrigins   []string      `envconfig:"SWITCHBOARD_ALLOWED_ORIGINS" desc:"comma-separated origins (scheme://host[:port]) browsers may call the API from (CORS; listed origins with credentials, * without) and open WebSockets from, or *; default: no cross-origin API calls, WebSockets from the request's own host"`
 	WSLimits
+	Quotas
 	Tracing
 }
 
@@ -272,6 +273,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.WSLimits.validate()...)
+	errs = append(errs, c.Quotas.validate()...)
 	errs = append(errs, c.Tracing.validate()...)
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SWITCHBOARD_SHUTDOWN_TIMEOUT must be positive"))

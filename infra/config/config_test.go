@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/infra/quota"
 )
 
 func TestValidate(t *testing.T) {
@@ -83,6 +85,8 @@ func TestValidate(t *testing.T) {
 			c.DatabaseURL, c.ListenURL = "postgres://db/x", "http://db/x"
 			c.JWTSecret, c.ClusterSecret = "0123456789abcdef", "fedcba9876543210"
 		}, "SWITCHBOARD_LISTEN_DATABASE_URL must start with postgres://"},
+		{"quota over its bound", func(c *Config) { c.Quotas.APIKeys = 1001 }, "SWITCHBOARD_QUOTA_API_KEYS: 1001 is outside 1-1000"},
+		{"negative quota", func(c *Config) { c.Quotas.QueuedRuns = -1 }, "SWITCHBOARD_QUOTA_QUEUED_RUNS"},
 		{"origin without scheme", func(c *Config) { c.AllowedOrigins = []string{"app.example.com"} }, "SWITCHBOARD_ALLOWED_ORIGINS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +200,9 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if c.WSLimits != (WSLimits{ConnFrameRate: 20, ConnFrameBurst: 40, UserFrameRate: 40, UserFrameBurst: 80, UserByteRate: 256 << 10, Strikes: 20, MaxConnsPerUser: 20, SendQueueBytes: 1 << 20, WriteWait: 10 * time.Second}) {
 		t.Fatalf("websocket limits: %+v", c.WSLimits)
+	}
+	if c.Quotas.Limits() != quota.Defaults {
+		t.Fatalf("quotas %+v, want quota.Defaults %+v (docs/api.md)", c.Quotas, quota.Defaults)
 	}
 }
 

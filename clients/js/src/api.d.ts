@@ -1096,7 +1096,7 @@ export interface components {
             secret: string;
         };
         ApiKeyListOutputBody: {
-            /** @description newest first; at most 100 keys per account */
+            /** @description the project's keys, newest first; at most SWITCHBOARD_QUOTA_API_KEYS (default 100) */
             items: components["schemas"]["APIKey"][];
         };
         Attempt: {
@@ -1537,6 +1537,59 @@ export interface components {
             /** Format: int64 */
             scheduled: number;
         };
+        QuotaProblem: {
+            /**
+             * Format: int64
+             * @description what the refused request would have added (a batch or backfill counts whole)
+             */
+            asked?: number;
+            /**
+             * @description A human-readable explanation specific to this occurrence of the problem.
+             * @example Property foo is required but is missing.
+             */
+            detail?: string;
+            /** @description Optional list of individual error details */
+            errors?: components["schemas"]["ErrorDetail"][];
+            /**
+             * Format: uri
+             * @description A URI reference that identifies the specific occurrence of the problem.
+             * @example https://example.com/error-log/abc123
+             */
+            instance?: string;
+            /**
+             * Format: int64
+             * @description the quota: the most the project may have
+             */
+            limit?: number;
+            /**
+             * @description the project quota the request would exceed; present only when a quota refused it
+             * @enum {string}
+             */
+            quota?: "tasks" | "rooms" | "api_keys" | "queued_runs" | "backfill_ticks";
+            /**
+             * Format: int64
+             * @description HTTP status code
+             * @example 400
+             */
+            status?: number;
+            /**
+             * @description A short, human-readable summary of the problem type. This value should not change between occurrences of the error.
+             * @example Bad Request
+             */
+            title?: string;
+            /**
+             * Format: uri
+             * @description A URI reference to human-readable documentation for the error.
+             * @default about:blank
+             * @example https://example.com/errors/example
+             */
+            type: string;
+            /**
+             * Format: int64
+             * @description what the project has now
+             */
+            used?: number;
+        };
         RegisterInputBody: {
             /**
              * Format: email
@@ -1947,15 +2000,6 @@ export interface operations {
         responses: {
             /** @description OK */
             200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HealthBody"];
-                };
-            };
-            /** @description Unprocessable Entity: a query parameter this operation does not take */
-            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2700,13 +2744,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Conflict */
+            /** @description Conflict; a project quota (api_keys) when the problem names one */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Unprocessable Entity */
@@ -5175,13 +5219,13 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Conflict */
+            /** @description Conflict; a project quota (rooms) when the problem names one */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Unprocessable Entity */
@@ -6243,7 +6287,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Too Many Requests */
+            /** @description Too Many Requests; a project quota (queued_runs) when the problem names one */
             429: {
                 headers: {
                     /** @description seconds until a request would be allowed */
@@ -6257,7 +6301,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Internal Server Error */
@@ -6405,6 +6449,15 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["ErrorModel"];
+                };
+            };
+            /** @description Conflict; a project quota (tasks) when the problem names one */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Unprocessable Entity */
@@ -6782,7 +6835,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Too Many Requests */
+            /** @description Too Many Requests; a project quota (queued_runs, backfill_ticks) when the problem names one */
             429: {
                 headers: {
                     /** @description seconds until a request would be allowed */
@@ -6796,7 +6849,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Internal Server Error */
@@ -7082,7 +7135,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Too Many Requests */
+            /** @description Too Many Requests; a project quota (queued_runs) when the problem names one */
             429: {
                 headers: {
                     /** @description seconds until a request would be allowed */
@@ -7096,7 +7149,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Internal Server Error */
@@ -7194,7 +7247,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ErrorModel"];
                 };
             };
-            /** @description Too Many Requests */
+            /** @description Too Many Requests; a project quota (queued_runs) when the problem names one */
             429: {
                 headers: {
                     /** @description seconds until a request would be allowed */
@@ -7208,7 +7261,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["ErrorModel"];
+                    "application/problem+json": components["schemas"]["QuotaProblem"];
                 };
             };
             /** @description Internal Server Error */

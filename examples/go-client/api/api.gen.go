@@ -286,6 +286,33 @@ func (e PublishActionType) Valid() bool {
 	}
 }
 
+// Defines values for QuotaProblemQuota.
+const (
+	ApiKeys       QuotaProblemQuota = "api_keys"
+	BackfillTicks QuotaProblemQuota = "backfill_ticks"
+	QueuedRuns    QuotaProblemQuota = "queued_runs"
+	Rooms         QuotaProblemQuota = "rooms"
+	Tasks         QuotaProblemQuota = "tasks"
+)
+
+// Valid indicates whether the value is a known member of the QuotaProblemQuota enum.
+func (e QuotaProblemQuota) Valid() bool {
+	switch e {
+	case ApiKeys:
+		return true
+	case BackfillTicks:
+		return true
+	case QueuedRuns:
+		return true
+	case Rooms:
+		return true
+	case Tasks:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RegistrationOutputBodyRegistration.
 const (
 	RegistrationOutputBodyRegistrationClosed RegistrationOutputBodyRegistration = "closed"
@@ -693,7 +720,7 @@ type ApiKeyCreated struct {
 
 // ApiKeyListOutputBody defines model for ApiKeyListOutputBody.
 type ApiKeyListOutputBody struct {
-	// Items newest first; at most 100 keys per account
+	// Items the project's keys, newest first; at most SWITCHBOARD_QUOTA_API_KEYS (default 100)
 	Items []APIKey `json:"items"`
 }
 
@@ -1154,6 +1181,52 @@ type QueueCounts struct {
 	Running   int64 `json:"running"`
 	Scheduled int64 `json:"scheduled"`
 }
+
+// QuotaProblem defines model for QuotaProblem.
+type QuotaProblem struct {
+	// Asked what the refused request would have added (a batch or backfill counts whole)
+	Asked *int64 `json:"asked,omitempty"`
+
+	// Detail A human-readable explanation specific to this occurrence of the problem.
+	//
+	// Examples: Property foo is required but is missing.
+	Detail *string `json:"detail,omitempty"`
+
+	// Errors Optional list of individual error details
+	Errors *[]ErrorDetail `json:"errors,omitempty"`
+
+	// Instance A URI reference that identifies the specific occurrence of the problem.
+	//
+	// Examples: https://example.com/error-log/abc123
+	Instance *string `json:"instance,omitempty"`
+
+	// Limit the quota: the most the project may have
+	Limit *int64 `json:"limit,omitempty"`
+
+	// Quota the project quota the request would exceed; present only when a quota refused it
+	Quota *QuotaProblemQuota `json:"quota,omitempty"`
+
+	// Status HTTP status code
+	//
+	// Examples: 400
+	Status *int64 `json:"status,omitempty"`
+
+	// Title A short, human-readable summary of the problem type. This value should not change between occurrences of the error.
+	//
+	// Examples: Bad Request
+	Title *string `json:"title,omitempty"`
+
+	// Type A URI reference to human-readable documentation for the error.
+	//
+	// Examples: https://example.com/errors/example
+	Type *string `json:"type,omitempty"`
+
+	// Used what the project has now
+	Used *int64 `json:"used,omitempty"`
+}
+
+// QuotaProblemQuota the project quota the request would exceed; present only when a quota refused it
+type QuotaProblemQuota string
 
 // RegisterInputBody defines model for RegisterInputBody.
 type RegisterInputBody struct {
@@ -7972,8 +8045,6 @@ type HealthReadyResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *HealthBody
-	// JSON422 the response for an HTTP 422 `application/json` response
-	JSON422 *HealthBody
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *HealthBody
 }
@@ -7981,11 +8052,6 @@ type HealthReadyResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthReadyResponse) GetJSON200() *HealthBody {
 	return r.JSON200
-}
-
-// GetJSON422 returns the response for an HTTP 422 `application/json` response
-func (r HealthReadyResponse) GetJSON422() *HealthBody {
-	return r.JSON422
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -8787,7 +8853,7 @@ type ApiKeyCreateResponse struct {
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *ErrorModel
+	ApplicationproblemJSON409 *QuotaProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -8818,7 +8884,7 @@ func (r ApiKeyCreateResponse) GetApplicationproblemJSON403() *ErrorModel {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r ApiKeyCreateResponse) GetApplicationproblemJSON409() *ErrorModel {
+func (r ApiKeyCreateResponse) GetApplicationproblemJSON409() *QuotaProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -11521,7 +11587,7 @@ type RoomsCreateResponse struct {
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *ErrorModel
+	ApplicationproblemJSON409 *QuotaProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -11547,7 +11613,7 @@ func (r RoomsCreateResponse) GetApplicationproblemJSON401() *ErrorModel {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r RoomsCreateResponse) GetApplicationproblemJSON409() *ErrorModel {
+func (r RoomsCreateResponse) GetApplicationproblemJSON409() *QuotaProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -12662,7 +12728,7 @@ type RunRetryResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ErrorModel
+	ApplicationproblemJSON429 *QuotaProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -12699,7 +12765,7 @@ func (r RunRetryResponse) GetApplicationproblemJSON422() *ErrorModel {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r RunRetryResponse) GetApplicationproblemJSON429() *ErrorModel {
+func (r RunRetryResponse) GetApplicationproblemJSON429() *QuotaProblem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -12857,6 +12923,8 @@ type TaskCreateResponse struct {
 	ApplicationproblemJSON401 *ErrorModel
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *ErrorModel
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *QuotaProblem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -12884,6 +12952,11 @@ func (r TaskCreateResponse) GetApplicationproblemJSON401() *ErrorModel {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r TaskCreateResponse) GetApplicationproblemJSON403() *ErrorModel {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r TaskCreateResponse) GetApplicationproblemJSON409() *QuotaProblem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -13260,7 +13333,7 @@ type TaskBackfillResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ErrorModel
+	ApplicationproblemJSON429 *QuotaProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -13292,7 +13365,7 @@ func (r TaskBackfillResponse) GetApplicationproblemJSON422() *ErrorModel {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r TaskBackfillResponse) GetApplicationproblemJSON429() *ErrorModel {
+func (r TaskBackfillResponse) GetApplicationproblemJSON429() *QuotaProblem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -13569,7 +13642,7 @@ type TaskRunCreateResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ErrorModel
+	ApplicationproblemJSON429 *QuotaProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -13606,7 +13679,7 @@ func (r TaskRunCreateResponse) GetApplicationproblemJSON422() *ErrorModel {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r TaskRunCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
+func (r TaskRunCreateResponse) GetApplicationproblemJSON429() *QuotaProblem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -13678,7 +13751,7 @@ type TaskRunBatchCreateResponse struct {
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *ErrorModel
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *ErrorModel
+	ApplicationproblemJSON429 *QuotaProblem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *ErrorModel
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -13720,7 +13793,7 @@ func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON422() *ErrorModel {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON429() *ErrorModel {
+func (r TaskRunBatchCreateResponse) GetApplicationproblemJSON429() *QuotaProblem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -15314,13 +15387,6 @@ func ParseHealthReadyResponse(rsp *http.Response) (*HealthReadyResponse, error) 
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest HealthBody
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON422 = &dest
-
 	case rsp.StatusCode == 431:
 		break // No content-type
 
@@ -16198,7 +16264,7 @@ func ParseApiKeyCreateResponse(rsp *http.Response) (*ApiKeyCreateResponse, error
 		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -19176,7 +19242,7 @@ func ParseRoomsCreateResponse(rsp *http.Response) (*RoomsCreateResponse, error) 
 		response.ApplicationproblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20470,7 +20536,7 @@ func ParseRunRetryResponse(rsp *http.Response) (*RunRetryResponse, error) {
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20678,6 +20744,13 @@ func ParseTaskCreateResponse(rsp *http.Response) (*TaskCreateResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest QuotaProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest ErrorModel
@@ -21138,7 +21211,7 @@ func ParseTaskBackfillResponse(rsp *http.Response) (*TaskBackfillResponse, error
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21488,7 +21561,7 @@ func ParseTaskRunCreateResponse(rsp *http.Response) (*TaskRunCreateResponse, err
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21614,7 +21687,7 @@ func ParseTaskRunBatchCreateResponse(rsp *http.Response) (*TaskRunBatchCreateRes
 		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest ErrorModel
+		var dest QuotaProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
