@@ -154,7 +154,7 @@ test('DMs from another user arrive in the inbox stream, and those sent while the
   await until(f, 'message', () => fMsgs.some((m) => m.event === 'dm'));
   const dm = fMsgs.find((m) => m.event === 'dm');
   assert.deepEqual([dm.stream, dm.offset, dm.from, dm.to], [inbox, 1, gus.id, fay.id]);
-  assert.deepEqual(Object.keys(f.streams()), [inbox], 'nothing in her own stream');
+  assert.equal(f.streams()[`user:${fay.id}`]?.offset, 0, 'nothing in her own stream');
 
   // Fay's socket drops; DMs sent meanwhile come with the resume.
   f.close();
@@ -170,6 +170,24 @@ test('DMs from another user arrive in the inbox stream, and those sent while the
   assert.deepEqual(dms.map((m) => m.payload.n), [1, 2, 3, 4, 5]);
   assert.deepEqual(dms.map((m) => `${m.stream}#${m.offset}`), [2, 3, 4, 5, 6].map((o) => `${inbox}#${o}`));
   assert.equal(f2.streams()[inbox].recovered, true);
+});
+
+test('a socket that saw no event yet still resumes its inbox: DMs sent while it was away arrive', async (t) => {
+  if (unsupported) return t.skip(unsupported);
+  const [kim, lou] = await Promise.all([cluster.register('kim'), cluster.register('lou')]);
+  const k = client(kim, { i: 0 });
+  const resumed = nextEvent(k, 'resumed'); // the answer to the opening resume names every stream
+  await k.connect();
+  await resumed;
+  const inbox = `inbox:${kim.id}`;
+  assert.deepEqual(k.streams()[inbox], { epoch: '', offset: 0, recovered: true });
+  k.close();
+  await publish(cluster.nodes[1], lou, [1, 2].map((n) => ({ to: kim.id, event: 'dm', payload: { n } })));
+  const k2 = client(kim, { i: 1 }, { streams: k.streams() });
+  const got = collect(k2, 'message');
+  await k2.connect();
+  await until(k2, 'message', () => got.filter((m) => m.event === 'dm').length >= 2, 15_000);
+  assert.deepEqual(got.filter((m) => m.event === 'dm').map((m) => `${m.stream}#${m.offset}`), [`${inbox}#1`, `${inbox}#2`]);
 });
 
 test('a resume of rooms holding many read budgets gets every event once, in order, then resumed', async (t) => {
