@@ -56,6 +56,7 @@ func TestFairShareBetweenProjects(t *testing.T) {
 	for range 2 {
 		cfg := testConfig(t, dbURL)
 		cfg.WebhookPrivate, cfg.RunWorkers = true, 20
+		cfg.Quotas.BackfillTicks = 10_000 // the backlog is three backfills of 999: past the default quota
 		servers = append(servers, startServer(t, cfg))
 	}
 	slow, quick := newHeldHook(t), newHookCalls(t)
