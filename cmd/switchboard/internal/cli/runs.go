@@ -27,18 +27,13 @@ func (a *app) runListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := apiclient.ListOptions{Limit: page.limit, Cursor: page.cursor, Status: status}
 			var all apiclient.RunPage
-			for {
+			all.Items, all.NextCursor, err = collect(page, apiclient.ListOptions{Status: status}, func(o apiclient.ListOptions) ([]apiclient.Run, *string, error) {
 				p, err := cl.Runs(cmd.Context(), task, o)
-				if err != nil {
-					return err
-				}
-				all.Items, all.NextCursor = append(all.Items, p.Items...), p.NextCursor
-				if !page.all || p.NextCursor == nil {
-					break
-				}
-				o.Cursor = *p.NextCursor
+				return p.Items, p.NextCursor, err
+			})
+			if err != nil {
+				return err
 			}
 			return a.showPage(all, runTable(all.Items), all.NextCursor)
 		}}

@@ -32,6 +32,25 @@ func (p *pageFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&p.all, "all", false, "follow next_cursor to the last page")
 }
 
+// collect reads the page p chooses with fetch (o with p's limit and
+// cursor), or every page from there with --all, and returns their items and
+// the last page's next cursor.
+func collect[T any](p pageFlags, o apiclient.ListOptions, fetch func(apiclient.ListOptions) ([]T, *string, error)) ([]T, *string, error) {
+	o.Limit, o.Cursor = p.limit, p.cursor
+	var items []T
+	for {
+		got, next, err := fetch(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, got...)
+		if !p.all || next == nil {
+			return items, next, nil
+		}
+		o.Cursor = *next
+	}
+}
+
 func (a *app) taskListCommand() *cobra.Command {
 	var (
 		page pageFlags
@@ -43,18 +62,13 @@ func (a *app) taskListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := apiclient.ListOptions{Limit: page.limit, Cursor: page.cursor, Kind: kind}
 			var all apiclient.TaskPage
-			for {
+			all.Items, all.NextCursor, err = collect(page, apiclient.ListOptions{Kind: kind}, func(o apiclient.ListOptions) ([]apiclient.Task, *string, error) {
 				p, err := cl.Tasks(cmd.Context(), o)
-				if err != nil {
-					return err
-				}
-				all.Items, all.NextCursor = append(all.Items, p.Items...), p.NextCursor
-				if !page.all || p.NextCursor == nil {
-					break
-				}
-				o.Cursor = *p.NextCursor
+				return p.Items, p.NextCursor, err
+			})
+			if err != nil {
+				return err
 			}
 			return a.showPage(all, taskTable(all.Items), all.NextCursor)
 		}}
